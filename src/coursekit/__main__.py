@@ -1,0 +1,5 @@
+import sys
+
+from coursekit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""`coursekit` command line: one subcommand per job, each in its own module.
+
+Every subcommand module defines `add_arguments(parser)` and `run(args) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from coursekit.lesson import LessonError
+
+# name -> (module, one-line help). Modules are imported only when their command runs.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "branches": ("coursekit.branches", "write exercises/, solutions/ and the nbgrader source from the lesson"),
+    "release": ("coursekit.grading.release", "generate the student version with nbgrader"),
+    "grade": ("coursekit.grading.grade", "autograde a folder or .zip of submissions and write the report"),
+    "check": ("coursekit.grading.check", "a student's self-check of one notebook (visible checks)"),
+    "report": ("coursekit.grading.report", "recompute the CSV report after manual grading"),
+    "formgrader": ("coursekit.grading.formgrader", "start nbgrader's formgrader on localhost"),
+    "site": ("coursekit.site", "render the site with Quarto, or the no-Quarto preview"),
+    "lab": ("coursekit.lab", "start JupyterLab on localhost with the exercise notebook"),
+}
+
+
+class CourseError(Exception):
+    """A user-facing error: printed as one line, exit status 1."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="coursekit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    modules = {}
+    wanted = (argv if argv is not None else sys.argv[1:])[:1]
+    for name, (module_name, help_text) in COMMANDS.items():
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        if wanted == [name]:
+            modules[name] = importlib.import_module(module_name)
+            modules[name].add_arguments(cmd)
+    args = parser.parse_args(argv)
+    try:
+        return modules[args.command].run(args)
+    except (CourseError, LessonError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
