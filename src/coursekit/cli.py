@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-from coursekit.lesson import LessonError
+from coursekit.errors import CourseError
 
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -22,10 +22,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "site": ("coursekit.site", "render the site with Quarto, or the no-Quarto preview"),
     "lab": ("coursekit.lab", "start JupyterLab on localhost with the exercise notebook"),
 }
-
-
-class CourseError(Exception):
-    """A user-facing error: printed as one line, exit status 1."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return modules[args.command].run(args)
-    except (CourseError, LessonError) as exc:
+    except CourseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from coursekit.errors import CourseError
+
 ROLES = ("exercise", "solution", "test")
 REQUIRED_SECTIONS = (
     "本课目标与完成标准", "前置关系", "核心心智模型", "具体演示", "实践任务", "检查方法",
@@ -40,7 +42,7 @@ _ASSIGN = re.compile(r"^(?P<indent>\s*)(?P<lhs>[A-Za-z_][\w.\[\], ]*?)\s*=(?!=)"
 _RETURN = re.compile(r"^(?P<indent>\s*)return\b")
 
 
-class LessonError(Exception):
+class LessonError(CourseError):
     """A problem in a lesson source, reported as `file:line: message`."""
 
     def __init__(self, path: Path | str, line: int, message: str):

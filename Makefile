@@ -1,0 +1,67 @@
+# Lesson 11 course kit. `make` sets up .venv and builds everything; `make test` runs every test.
+PY      := .venv/bin/python
+CK      := $(PY) -m coursekit
+STAMP   := .venv/.installed
+
+.PHONY: all setup branches figures release grade check report formgrader demo site lab test lint bench clean
+
+all: branches figures release site
+
+# ---- set-up: a virtualenv with the pinned packages, and the npm packages the site serves offline
+$(STAMP): requirements.txt pyproject.toml package.json package-lock.json
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	npm ci --silent --no-audit --no-fund
+	touch $@
+
+setup: $(STAMP)
+
+# ---- lesson source -> branches, figures, nbgrader
+branches: $(STAMP)
+	$(CK) branches
+
+figures: $(STAMP)
+	$(PY) -m grpolab.figures --out-dir assets/figs
+
+release: $(STAMP) branches
+	$(CK) release
+
+grade: $(STAMP)
+	$(CK) grade $(SUBMISSIONS)
+
+check: $(STAMP)
+	$(CK) check $(NOTEBOOK)
+
+report: $(STAMP)
+	$(CK) report
+
+formgrader: $(STAMP)
+	$(CK) formgrader
+
+# ---- demo notebook (CPU defaults; see README for the GPU command)
+demo: $(STAMP)
+	$(PY) -m papermill lessons/lesson11_grpo_demo.ipynb lessons/lesson11_grpo_demo.ipynb --cwd lessons
+
+# ---- site: Quarto when installed, otherwise the no-Quarto preview
+site: $(STAMP) branches release
+	$(CK) site
+
+lab: $(STAMP)
+	$(CK) lab
+
+# ---- checks
+test: $(STAMP)
+	$(PY) -m ruff check src tests bench
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check src tests bench
+
+bench: $(STAMP)
+	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf build _site _site-solution autograder/release autograder/submitted autograder/autograded \
+	       autograder/feedback autograder/reports autograder/gradebook.db
