@@ -22,7 +22,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from coursekit.errors import CourseError
-from coursekit.lesson import HINT_LEVELS, Code, Div, Lesson, Node, Text, parse_lesson, visible_test_code
+from coursekit.lesson import HINT_LEVELS, Code, Div, Lesson, Node, Text, parse_lesson
 
 LESSON = Path("lessons/lesson11_grpo.qmd")
 ASSIGNMENT = "lesson11"
@@ -91,8 +91,7 @@ def _qmd_hints(lesson: Lesson, div: Div, branch: str) -> list[str]:
 
 def _hint_bodies(lesson: Lesson, div: Div, branch: str) -> list[tuple[str, list[str]]]:
     hints = [c for c in div.children if isinstance(c, Div) and c.has("hint")]
-    bodies = [(h.attrs["title"], [line for t in h.children if isinstance(t, Text) for line in t.lines])
-              for h in hints[:-1]]
+    bodies = [(h.attrs["title"], h.text_lines()) for h in hints[:-1]]
     if branch == "solution":
         answer = textwrap.dedent("\n".join(lesson.answer_lines))
         bodies.append((HINT_LEVELS[-1], ["填空处的参考代码：", "", "```python", answer, "```"]))
@@ -186,12 +185,12 @@ class _NotebookBuilder:
     def answer(self, div: Div) -> None:
         self.flush()
         answer_id = div.attrs["id"]
-        prompt = _tidy("\n".join(line for t in div.children if isinstance(t, Text) for line in t.lines))
+        prompt = _tidy("\n".join(div.text_lines()))
         if self.target != "autograder":
             self.add_markdown(prompt.strip() + "\n\n", tags=["course-answer"], course_answer_id=answer_id)
             return
         reference = self.lesson.reference_answers()[answer_id]
-        solution = _tidy("\n".join(line for t in reference.children if isinstance(t, Text) for line in t.lines))
+        solution = _tidy("\n".join(reference.text_lines()))
         source = f"{prompt.strip()}\n\n### BEGIN SOLUTION\n{solution.strip()}\n### END SOLUTION"
         self.add_markdown(source, nbgrader=_nbgrader(answer_id, solution=True, grade=True,
                                                      points=float(div.attrs["points"])))

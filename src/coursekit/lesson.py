@@ -85,6 +85,10 @@ class Div:
     def has(self, cls: str) -> bool:
         return cls in self.classes
 
+    def text_lines(self) -> list[str]:
+        """The markdown lines directly inside this div."""
+        return [line for child in self.children if isinstance(child, Text) for line in child.lines]
+
 
 Node = Text | Code | Div
 
