@@ -270,7 +270,7 @@ def _cell_id(cell: nbformat.NotebookNode, index: int) -> str:
     return name.replace("_", "-")
 
 
-def execute_notebook(nb: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
+def execute_notebook(nb: nbformat.NotebookNode, cwd: Path, source: Path) -> nbformat.NotebookNode:
     """Run every cell (stopping at the first error) without timing metadata, so outputs are stable."""
     client = NotebookClient(nb, timeout=120, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(cwd)}})
@@ -278,7 +278,7 @@ def execute_notebook(nb: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookN
         client.execute()
     except Exception as exc:  # nbclient raises CellExecutionError, DeadKernelError, TimeoutError...
         first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise CourseError(f"{LESSON}: the solution notebook fails to execute: {first}") from None
+        raise CourseError(f"{source}: the solution notebook fails to execute: {first}") from None
     nb.metadata["language_info"] = {k: v for k, v in nb.metadata.get("language_info", {}).items()
                                     if k in ("name", "version", "file_extension", "mimetype")}
     return nb
@@ -290,23 +290,25 @@ def _notebook_text(nb: nbformat.NotebookNode) -> str:
     return nbformat.writes(nb) + "\n"
 
 
-def _outputs_for(lesson_path: Path, root: Path) -> list[tuple[str, Callable[[Lesson], str]]]:
+def _outputs_for(lesson_path: Path) -> list[tuple[str, Callable[[Lesson], str]]]:
+    """One generator per generated file. The solution notebook runs beside the source: lessons/ and
+    solutions/ sit at the same depth, so relative paths (figures) resolve the same way."""
     stem = lesson_path.stem
     return [
         (f"exercises/{stem}.qmd", lambda lesson: render_qmd(lesson, "exercise")),
         (f"exercises/{stem}.ipynb", lambda lesson: _notebook_text(build_notebook(lesson, "exercise"))),
         (f"solutions/{stem}.qmd", lambda lesson: render_qmd(lesson, "solution")),
         (f"solutions/{stem}.ipynb", lambda lesson: _notebook_text(
-            execute_notebook(build_notebook(lesson, "solution"), root / "solutions"))),
+            execute_notebook(build_notebook(lesson, "solution"), lesson_path.parent, lesson_path))),
         (f"autograder/source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
          lambda lesson: _notebook_text(build_notebook(lesson, "autograder"))),
     ]
 
 
-def build_outputs(lesson_path: Path, root: Path) -> dict[str, str]:
+def build_outputs(lesson_path: Path) -> dict[str, str]:
     """Every generated file's text, keyed by path relative to the project root."""
     lesson = parse_lesson(lesson_path)
-    return {path: make(lesson) for path, make in _outputs_for(lesson_path, root)}
+    return {path: make(lesson) for path, make in _outputs_for(lesson_path)}
 
 
 def write_outputs(outputs: dict[str, str], root: Path) -> list[str]:
@@ -338,7 +340,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    outputs = build_outputs(args.lesson, args.root)
+    outputs = build_outputs(args.lesson)
     if args.check:
         stale = stale_outputs(outputs, args.root)
         for rel in stale:
