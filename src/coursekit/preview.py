@@ -3,8 +3,9 @@
 One build per branch (exercise -> `_site/`, solution -> `_site-solution/`), each an ordered list of
 small steps over a `Build`. Every script, style, font and image is served by the site itself
 (MathJax and Mermaid from node_modules), so a page makes no request beyond its own origin.
-The in-browser runner (assets/runner/, owned by the runner work) hooks in at one place:
-`add_runner`, which runs only when `assets/runner/runner.js` exists.
+The in-browser runner (assets/runner/ and coursekit.runner, owned by the runner work) hooks in at two
+places, both only when `assets/runner/runner.js` exists: `page_head` (its tags on the lesson page) and
+the `add_runner` step (Pyodide, its files and its per-branch config).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import nbformat
 from bs4 import BeautifulSoup
@@ -28,13 +30,11 @@ MATHJAX = Path("node_modules/mathjax/es5")
 MERMAID = Path("node_modules/mermaid/dist/mermaid.min.js")
 PYODIDE = Path("node_modules/pyodide")
 RUNNER_JS = Path("assets/runner/runner.js")
-RUNNER_CSS = Path("assets/runner/runner.css")
-# assets/ folders copied as they are; assets/runner only matters when runner.js exists.
-SITE_ASSET_DIRS = ("assets/figs", "assets/site", "assets/runner")
+# assets/ folders copied as they are (the runner's files are copied by coursekit.runner).
+SITE_ASSET_DIRS = ("assets/figs", "assets/site")
 # MathJax's other combined bundles are never loaded by tex-chtml.js; everything else may be (fonts,
 # TeX extensions the autoloader fetches, the menu's a11y parts).
 MATHJAX_SKIP = re.compile(r"^[^/]+\.js$")
-PYODIDE_SKIP = re.compile(r"(\.map|\.d\.ts|\.html|README\.md)$")
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,7 @@ def write_pages(build: Build) -> None:
             nb = nbformat.read(path, as_version=4)
         except Exception as exc:  # nbformat raises several unrelated types for a broken file
             raise CourseError(f"{page.source}: not a readable notebook ({exc}); rebuild it") from exc
+        nb.metadata.setdefault("title", notebook_title(nb, page))
         write_html(build, page.target, nb, runner=page is build.branch.lesson)
 
 
@@ -147,22 +148,19 @@ def write_search_index(build: Build) -> None:
 
 
 def add_runner(build: Build) -> None:
-    """The runner hook: Pyodide into assets/pyodide/, then the runner's own config for this branch.
+    """The runner hook: Pyodide into assets/pyodide/, the runner's files and this branch's config.
 
-    Runs only when assets/runner/runner.js exists; the pages already link runner.js/runner.css
-    (see `page_assets`), and copy_site_assets copied assets/runner/.
+    Runs only when assets/runner/runner.js exists; the lesson page already carries the runner's tags
+    (see `page_head`). All runner specifics live in coursekit.runner (the runner work owns it).
     """
     if not build.has_runner:
         return
-    copy_tree(build.root / PYODIDE, build.site_dir / "assets/pyodide", skip=PYODIDE_SKIP)
-    try:
-        from coursekit import runner
-    except ImportError as exc:
-        raise CourseError(
-            f"{RUNNER_JS} exists but coursekit.runner does not import ({exc}); "
-            "add src/coursekit/runner.py with write_config(site_dir, branch) or remove the runner files"
-        ) from exc
-    runner.write_config(build.site_dir, build.branch.name)
+    runner = import_runner()
+    runner.copy_pyodide(build.site_dir, source=build.root / PYODIDE)
+    runner.write_config(
+        build.site_dir, build.branch.name,
+        lesson_path=build.root / runner.LESSON, release_path=build.root / runner.RELEASE_NOTEBOOK,
+    )
 
 
 # Order matters: check before writing; pages before the home page only for a stable `written` order;
@@ -195,10 +193,9 @@ def build_preview(root: Path, branch: str, site_dir: Path | None = None) -> Path
 def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: bool) -> None:
     """Render one notebook with the preview template to site_dir/target."""
     root = "../" * target.count("/")
-    css, modules = page_assets(build, root, runner)
     site = {
         "root": root, "title": SITE_TITLE, "branch": build.branch.name, "notice": NOTICE,
-        "css": css, "modules": modules, "nav": nav_links(build, target, root),
+        "head": page_head(build, root, runner), "nav": nav_links(build, target, root),
     }
     exporter = HTMLExporter(
         template_name="lab", template_file="preview.html.j2", extra_template_paths=[str(TEMPLATE_DIR)]
@@ -210,12 +207,29 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: boo
     build.written.append(target)
 
 
-def page_assets(build: Build, root: str, runner: bool) -> tuple[list[str], list[str]]:
-    """Extra stylesheets and module scripts for one page: the runner's, on the lesson page only."""
-    if not (runner and build.has_runner):
-        return [], []
-    css = [root + RUNNER_CSS.as_posix()] if (build.root / RUNNER_CSS).is_file() else []
-    return css, [root + RUNNER_JS.as_posix()]
+def page_head(build: Build, root: str, runner: bool) -> str:
+    """Extra <head> tags for one page: the runner's, on the lesson page only."""
+    return import_runner().head_tags(root) if runner and build.has_runner else ""
+
+
+def import_runner() -> ModuleType:
+    """coursekit.runner, or a CourseError saying how to fix a half-installed runner."""
+    try:
+        from coursekit import runner
+    except ImportError as exc:
+        raise CourseError(
+            f"{RUNNER_JS} exists but coursekit.runner does not import ({exc}); "
+            "restore src/coursekit/runner.py or remove assets/runner/"
+        ) from exc
+    return runner
+
+
+def notebook_title(nb: nbformat.NotebookNode, page: Page) -> str:
+    """The text of the notebook's first level-1 heading (Quarto's page title), else the nav text."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and (m := re.search(r"^# (.+)$", cell.source, re.M)):
+            return m[1].strip()
+    return page.nav_text
 
 
 def nav_links(build: Build, target: str, root: str) -> list[tuple[str, str, bool]]:
