@@ -1,0 +1,163 @@
+"""The in-browser runner's files for a built site: its JSON config, its JS/CSS and Pyodide's files.
+
+The runner (`assets/runner/runner.js`) turns the exercise cell of the page into an editor with Run and
+Check buttons; Python runs in a web worker through Pyodide served from the site itself. It reads
+`<site>/assets/runner/runner-config.json`, which `write_config` builds from:
+
+- the lesson: the starter code (`lesson.blank_code`), the check groups (the visible part of each test
+  cell: the very asserts the autograder's visible tests run) and the hint levels 1-3 (level 4, the
+  answer, only for the solution branch);
+- the nbgrader release notebook, which the "download notebook" button hands back with the editor's
+  code as the source of the `group_advantages` cell, every other cell and all metadata as released.
+
+The exercise config must hold no answer and no hidden test; `write_config` refuses to write one that does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import mistune
+
+from coursekit.errors import CourseError
+from coursekit.lesson import HINT_LEVELS, Div, Lesson, parse_lesson, visible_test_code
+
+LESSON = Path("lessons/lesson11_grpo.qmd")
+RELEASE_NOTEBOOK = Path("autograder/release/lesson11/lesson11.ipynb")
+ANSWER_GRADE_ID = "group_advantages"
+RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "assets" / "runner"
+RUNNER_FILES = ("runner.js", "runner-worker.js", "runner.css")  # copied to <site>/assets/runner/
+CONFIG_NAME = "runner-config.json"
+PYODIDE_SOURCE = Path("node_modules/pyodide")
+# What the worker loads from <site>/assets/pyodide/ (the interpreter, its standard library and the
+# package lock file loadPyodide reads); no other file of the npm package is requested.
+PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+BRANCHES = ("exercise", "solution")
+TIME_LIMIT_S = 10.0
+HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS", "### BEGIN SOLUTION", "### END SOLUTION")
+
+
+def head_tags(root: str) -> str:
+    """The tags a page needs to load the runner; `root` is the page's relative path to the site root."""
+    return (f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n'
+            f'<script defer src="{root}assets/runner/runner.js"></script>\n')
+
+
+def read_release_notebook(path: Path) -> dict:
+    """The nbgrader release notebook as JSON, checked to hold the answer cell the runner fills in."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CourseError(f"{path}: release notebook not found; run 'make release' first") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CourseError(f"{path}: cannot read the release notebook ({exc}); rerun 'make release'") from None
+    ids = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.get("cells", [])]
+    if ids.count(ANSWER_GRADE_ID) != 1:
+        raise CourseError(f"{path}: expected one cell with nbgrader grade_id '{ANSWER_GRADE_ID}', found "
+                          f"{ids.count(ANSWER_GRADE_ID)}; rerun 'make release'")
+    return nb
+
+
+def check_groups(lesson: Lesson) -> list[dict]:
+    """One group per test cell: its id, its Chinese title and its visible asserts only."""
+    return [{"id": cell.options["test_id"], "title": cell.options.get("title", cell.options["test_id"]),
+             "code": visible_test_code(cell.body)} for cell in lesson.tests()]
+
+
+def hint_levels(lesson: Lesson, branch: str) -> list[dict]:
+    """Hint levels as HTML: 1-3 for the exercise branch, plus level 4 (the answer lines) for the solution."""
+    div = next((n for n in lesson.walk() if isinstance(n, Div) and n.has("hints")), None)
+    if div is None:
+        return []
+    hints = [c for c in div.children if isinstance(c, Div) and c.has("hint")]
+    levels = [{"level": k, "title": h.attrs["title"], "html": mistune.html("\n".join(h.text_lines()))}
+              for k, h in enumerate(hints[:-1], start=1)]
+    if branch == "solution":
+        answer = "\n".join(lesson.answer_lines)
+        levels.append({"level": len(HINT_LEVELS), "title": HINT_LEVELS[-1],
+                       "html": mistune.html(f"填空处的参考代码：\n\n```python\n{answer}\n```\n")})
+    return levels
+
+
+def build_config(lesson: Lesson, notebook: dict, branch: str, *, pyodide_url: str | None = None,
+                 time_limit_s: float = TIME_LIMIT_S) -> dict:
+    """The runner's config for one branch of the site."""
+    if branch not in BRANCHES:
+        raise CourseError(f"unknown branch '{branch}'; use one of: {', '.join(BRANCHES)}")
+    return {
+        "version": 1,
+        "lesson_id": RELEASE_NOTEBOOK.parent.name,
+        "branch": branch,
+        "starter_code": lesson.blank_code,
+        "checks": check_groups(lesson),
+        "hints": hint_levels(lesson, branch),
+        "time_limit_s": time_limit_s,
+        "pyodide_url": pyodide_url,
+        "answer_grade_id": ANSWER_GRADE_ID,
+        "notebook": notebook,
+    }
+
+
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def secret_snippets(lesson: Lesson) -> list[str]:
+    """Text that must never reach the exercise site: answer lines, hidden tests, reference answers."""
+    public = {line.strip() for line in lesson.blank_code.split("\n")}
+    public |= {line.strip() for group in check_groups(lesson) for line in group["code"].split("\n")}
+    secrets = [line.strip() for line in lesson.answer_lines] + list(HIDDEN_MARKERS)
+    for cell in lesson.tests():
+        hidden = cell.body.split("### BEGIN HIDDEN TESTS", 1)[-1].split("### END HIDDEN TESTS", 1)[0]
+        secrets += [line.strip() for line in hidden.split("\n") if len(line.strip()) > 12]
+    for div in lesson.reference_answers().values():
+        secrets += [line.strip() for line in div.text_lines() if len(line.strip()) > 12][:1]
+    return [s for s in secrets if s not in public]
+
+
+def find_leaks(config: dict, lesson: Lesson) -> list[str]:
+    """The secret snippets that occur anywhere in the config's strings."""
+    text = "\n".join(_strings(config))
+    return [s for s in secret_snippets(lesson) if s in text]
+
+
+def write_config(site_dir: Path, branch: str, *, lesson_path: Path = LESSON,
+                 release_path: Path = RELEASE_NOTEBOOK, pyodide_url: str | None = None,
+                 time_limit_s: float = TIME_LIMIT_S) -> Path:
+    """Write `<site_dir>/assets/runner/` (config + runner JS/CSS) for `branch`; return the config path.
+
+    `pyodide_url` (default: the site's own `assets/pyodide/`) may name another folder, e.g. a CDN's
+    `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`; relative URLs are taken from the site root.
+    """
+    lesson = parse_lesson(lesson_path)
+    config = build_config(lesson, read_release_notebook(release_path), branch,
+                          pyodide_url=pyodide_url, time_limit_s=time_limit_s)
+    if branch == "exercise" and (leaks := find_leaks(config, lesson)):
+        raise CourseError(f"{release_path}: the exercise site would show '{leaks[0]}' (an answer or a hidden "
+                          "test); rerun 'make release' so the release notebook holds no solutions")
+    out = Path(site_dir) / "assets" / "runner"
+    out.mkdir(parents=True, exist_ok=True)
+    for name in RUNNER_FILES:
+        shutil.copyfile(RUNNER_SOURCE / name, out / name)
+    path = out / CONFIG_NAME
+    path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def copy_pyodide(site_dir: Path, source: Path = PYODIDE_SOURCE) -> Path:
+    """Copy PYODIDE_FILES from the npm package into `<site_dir>/assets/pyodide/`; return that folder."""
+    out = Path(site_dir) / "assets" / "pyodide"
+    out.mkdir(parents=True, exist_ok=True)
+    for name in PYODIDE_FILES:
+        if not (source / name).is_file():
+            raise CourseError(f"{source / name}: Pyodide file missing; run 'npm ci' (package.json pins pyodide)")
+        shutil.copyfile(source / name, out / name)
+    return out
