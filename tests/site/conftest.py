@@ -1,0 +1,114 @@
+"""Site fixtures: both preview sites built once into a temp folder, served on 127.0.0.1, and one Chromium.
+
+The browser fixtures record every console message, page error and request of a page, so each test can
+assert that nothing failed and nothing left localhost.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from coursekit import preview
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "build" / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+
+
+def ensure_release(root: Path) -> None:
+    """The runner's config reads the nbgrader release notebook; make it as `make site` would."""
+    from coursekit import runner
+    from coursekit.cli import main
+
+    if (root / preview.RUNNER_JS).is_file() and not (root / runner.RELEASE_NOTEBOOK).is_file():
+        assert main(["release"]) == 0, "coursekit release failed; the preview's runner config needs it"
+
+
+@pytest.fixture(scope="session")
+def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """{branch: site folder} for both preview sites, built from the committed branches and demo."""
+    ensure_release(ROOT)
+    out = tmp_path_factory.mktemp("sites")
+    return {name: preview.build_preview(ROOT, name, out / spec.out_dir) for name, spec in preview.BRANCHES.items()}
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@pytest.fixture(scope="session")
+def site_urls(sites: dict[str, Path]) -> Iterator[dict[str, str]]:
+    """{branch: base URL} with both sites served by one http.server on 127.0.0.1."""
+    parent = next(iter(sites.values())).parent
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(parent))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_port}/"
+    yield {name: f"{base}{path.name}/" for name, path in sites.items()}
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's Chromium, headless, launched once per session."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@dataclass
+class PageLog:
+    """What one page did: console errors, page errors, failed and off-host requests."""
+
+    origin: str
+    errors: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    def off_host(self) -> list[str]:
+        return [u for u in self.requests if not u.startswith(("data:", "blob:", self.origin))]
+
+
+@pytest.fixture
+def page_and_log(browser: object) -> Iterator[tuple[object, PageLog]]:
+    """A fresh page whose console, errors and requests are logged against 127.0.0.1."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    log = PageLog(origin="http://127.0.0.1:")
+    page.on("console", lambda m: m.type == "error" and log.errors.append(f"console: {m.text}"))
+    page.on("pageerror", lambda e: log.errors.append(f"pageerror: {e}"))
+    page.on("request", lambda r: log.requests.append(r.url))
+    page.on("requestfailed", lambda r: log.failed.append(f"{r.url} ({r.failure})"))
+    page.on("response", lambda r: r.status >= 400 and log.failed.append(f"{r.url} (HTTP {r.status})"))
+    yield page, log
+    context.close()
+
+
+def save_screenshot(page: object, name: str) -> Path:
+    """Save a full-page screenshot under build/screenshots/ and return its path."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@pytest.fixture
+def screenshot() -> Callable[[object, str], Path]:
+    """save_screenshot(page, name), for tests."""
+    return save_screenshot

@@ -1,0 +1,201 @@
+"""The no-Quarto preview build: its files, its offline assets, no answers in the exercise site, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from bs4 import BeautifulSoup
+
+from coursekit import lab, preview
+from coursekit.cli import main
+from coursekit.errors import CourseError
+from coursekit.lesson import parse_lesson, visible_test_code
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = ROOT / "lessons" / "lesson11_grpo.qmd"
+CJK_RUN = re.compile(r"[\u4e00-\u9fff，。、；：“”（）]{10,}")
+VENDOR_DIRS = ("assets/vendor", "assets/pyodide")
+
+
+def squash(text: str) -> str:
+    """Whitespace removed, so HTML token spans and search-index spacing do not hide a match."""
+    return re.sub(r"\s+", "", text)
+
+
+def json_strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in json_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in json_strings(v)]
+    return []
+
+
+def site_text(site: Path) -> str:
+    """Every text the site serves outside the vendored libraries: page text, JSON strings, scripts."""
+    parts = []
+    for path in sorted(site.rglob("*")):
+        rel = path.relative_to(site).as_posix()
+        if not path.is_file() or rel.startswith(VENDOR_DIRS):
+            continue
+        if path.suffix == ".html":
+            parts.append(BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser").get_text(""))
+        elif path.suffix == ".json":
+            parts.extend(json_strings(json.loads(path.read_text(encoding="utf-8"))))
+        elif path.suffix in (".js", ".css"):
+            parts.append(path.read_text(encoding="utf-8"))
+    return squash("\n".join(parts))
+
+
+def secrets() -> dict[str, str]:
+    """{what: snippet} that only the solution may show: answer lines, reference answers, hidden tests."""
+    lesson = parse_lesson(LESSON)
+    found = {f"answer line {i}": line.strip() for i, line in enumerate(lesson.answer_lines, 1)}
+    for key, div in lesson.reference_answers().items():
+        runs = CJK_RUN.findall("\n".join(div.text_lines()))
+        found[f"reference answer {key}"] = max(runs, key=len)
+    for cell in lesson.tests():
+        visible = visible_test_code(cell.body)
+        hidden = [ln.strip() for ln in cell.body.split("### BEGIN HIDDEN TESTS", 1)[1].splitlines()]
+        found[f"hidden test {cell.options['test_id']}"] = next(
+            ln for ln in hidden if len(ln) > 20 and ln not in visible and not ln.startswith("#")
+        )
+    return found
+
+
+def test_preview_writes_the_quarto_site_paths(sites: dict[str, Path]) -> None:
+    for name, site in sites.items():
+        lesson_page = preview.BRANCHES[name].lesson.target
+        for rel in ("index.html", lesson_page, preview.DEMO.target, "search.json",
+                    "assets/site/site.css", "assets/site/site.js",
+                    "assets/vendor/mathjax/tex-chtml.js", "assets/vendor/mermaid/mermaid.min.js"):
+            assert (site / rel).is_file(), f"{site.name}/{rel} missing"
+        figures = sorted(p.name for p in (ROOT / "assets" / "figs").glob("*.png"))
+        assert figures, "assets/figs has no figures; run `make figures`"
+        assert figures == sorted(p.name for p in (site / "assets" / "figs").glob("*.png"))
+
+
+def test_pages_load_scripts_styles_and_images_only_from_the_site(sites: dict[str, Path]) -> None:
+    for site in sites.values():
+        for page in site.rglob("*.html"):
+            soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+            refs = [t.get("src") for t in soup.find_all(["script", "img", "iframe"])]
+            refs += [t.get("href") for t in soup.find_all("link")]
+            external = [r for r in refs if r and re.match(r"^(https?:)?//", r)]
+            assert not external, f"{page.relative_to(site)} loads {external}"
+
+
+def test_exercise_site_and_search_index_hold_no_answer_text(sites: dict[str, Path]) -> None:
+    exercise, solution = site_text(sites["exercise"]), site_text(sites["solution"])
+    for what, snippet in secrets().items():
+        assert squash(snippet) not in exercise, f"exercise site shows the {what}: {snippet!r}"
+        if not what.startswith("hidden test"):
+            assert squash(snippet) in solution, f"solution site lacks the {what} (is the check blind?)"
+    index = squash(" ".join(json_strings(json.loads((sites["exercise"] / "search.json").read_text("utf-8")))))
+    assert "组内" in index, "the exercise search index is empty"
+    for what, snippet in secrets().items():
+        assert squash(snippet) not in index, f"exercise search index holds the {what}"
+
+
+def test_search_index_points_at_sections_of_the_written_pages(sites: dict[str, Path]) -> None:
+    entries = json.loads((sites["solution"] / "search.json").read_text(encoding="utf-8"))
+    pages = {e["href"].split("#")[0] for e in entries}
+    assert pages == {"index.html", "solutions/lesson11_grpo.html", preview.DEMO.target}
+    sections = {e["section"] for e in entries if e["href"].startswith("solutions/")}
+    assert {"Q1", "Q2", "Q3"} <= sections
+
+
+def test_home_markdown_keeps_one_profile_and_links_html() -> None:
+    text = (ROOT / "index.qmd").read_text(encoding="utf-8")
+    exercise, solution = preview.home_markdown(text, "exercise"), preview.home_markdown(text, "solution")
+    assert "(exercises/lesson11_grpo.html)" in exercise and "solutions/" not in exercise
+    assert "(solutions/lesson11_grpo.html)" in solution and "exercises/" not in solution
+    assert "(lessons/lesson11_grpo_demo.html)" in exercise and ".qmd" not in exercise
+    assert "title:" not in exercise and ":::" not in exercise
+
+
+def test_missing_branch_notebook_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "index.qmd").write_text("---\ntitle: x\n---\n", encoding="utf-8")
+    with pytest.raises(CourseError, match=r"exercises/lesson11_grpo\.ipynb: missing; run `make branches`"):
+        preview.build_preview(tmp_path, "exercise", tmp_path / "out")
+    assert not (tmp_path / "out").exists(), "a failed check must write nothing"
+
+
+def test_unknown_branch_lists_the_valid_ones(tmp_path: Path) -> None:
+    with pytest.raises(CourseError, match="choose one of exercise, solution"):
+        preview.build_preview(tmp_path, "teacher")
+
+
+def test_site_without_quarto_builds_the_preview_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = []
+    monkeypatch.setattr(preview, "build_preview", lambda root, name: calls.append(name) or root / f"_{name}")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no quarto here
+    assert main(["site", "--root", str(ROOT)]) == 0
+    assert calls == ["exercise", "solution"]
+    out = capsys.readouterr().out
+    assert "PREVIEW" in out and "install Quarto" in out and "quarto render --profile solution" in out
+
+
+def test_site_with_quarto_renders_both_profiles_with_the_venv_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = tmp_path / "calls.txt"
+    fake = tmp_path / "quarto"
+    fake.write_text(f'#!/bin/sh\necho "$* QUARTO_PYTHON=$QUARTO_PYTHON" >> {record}\n', encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert main(["site", "--root", str(ROOT)]) == 0
+    venv_python = ROOT / ".venv" / "bin" / "python"
+    assert record.read_text().splitlines() == [
+        f"render --profile exercise QUARTO_PYTHON={venv_python}",
+        f"render --profile solution QUARTO_PYTHON={venv_python}",
+    ]
+
+
+def test_a_failed_quarto_render_stops_with_its_exit_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "quarto"
+    fake.write_text("#!/bin/sh\nexit 3\n", encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert main(["site", "--root", str(ROOT)]) == 3
+
+
+def test_post_render_outside_quarto_is_a_one_line_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("QUARTO_PROJECT_OUTPUT_DIR", raising=False)
+    assert main(["site", "--post-render", "--root", str(ROOT)]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --post-render: QUARTO_PROJECT_OUTPUT_DIR is not set; it is meant to be run by quarto render"
+    ]
+
+
+def test_lab_workspace_copies_once_and_never_overwrites(tmp_path: Path) -> None:
+    (tmp_path / "exercises").mkdir()
+    source = tmp_path / lab.EXERCISE
+    source.write_text("original", encoding="utf-8")
+    copy, created = lab.prepare_workspace(tmp_path)
+    assert created and copy == tmp_path / "work" / "lesson11_grpo.ipynb"
+    copy.write_text("student work", encoding="utf-8")
+    again, created = lab.prepare_workspace(tmp_path)
+    assert (again, created) == (copy, False)
+    assert copy.read_text(encoding="utf-8") == "student work"
+    assert source.read_text(encoding="utf-8") == "original"
+
+
+def test_lab_without_branches_names_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(CourseError, match=r"exercises/lesson11_grpo\.ipynb: missing; run `make branches` first"):
+        lab.prepare_workspace(tmp_path)
+
+
+def test_lab_command_binds_localhost_and_opens_the_copy(tmp_path: Path) -> None:
+    cmd = lab.lab_command(tmp_path, tmp_path / "work" / "lesson11_grpo.ipynb", 8899, open_browser=False)
+    assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--no-browser" in cmd
+    assert cmd[-1] == "work/lesson11_grpo.ipynb"
