@@ -7,6 +7,7 @@ and JupyterLab opens that copy; an existing copy is kept, so a student's work is
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -55,6 +56,8 @@ def lab_command(root: Path, notebook: Path, port: int, open_browser: bool, token
     ]
     if not open_browser:
         cmd.append("--no-browser")
+    if os.geteuid() == 0:  # containers and CI run as root; JupyterLab refuses that unless told
+        cmd.append("--ServerApp.allow_root=True")
     if token is not None:
         cmd.append(f"--IdentityProvider.token={token}")
     return [*cmd, notebook.relative_to(root).as_posix()]

@@ -100,11 +100,14 @@ def page_and_log(browser: object) -> Iterator[tuple[object, PageLog]]:
     context.close()
 
 
-def save_screenshot(page: object, name: str) -> Path:
-    """Save a full-page screenshot under build/screenshots/ and return its path."""
+def save_screenshot(target: object, name: str) -> Path:
+    """Save a screenshot of a page (full length) or of one element under build/screenshots/; return its path."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    if hasattr(target, "goto"):
+        target.screenshot(path=str(path), full_page=True)
+    else:
+        target.screenshot(path=str(path))
     return path
 
 

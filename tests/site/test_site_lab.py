@@ -1,0 +1,112 @@
+"""The student path in JupyterLab: open the work copy, type the two missing lines, run all, see it pass."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from coursekit import lab
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+FILLS = {  # blank line as shown in the exercise -> the text that replaces its ______
+    "var = ______": "sum((r - mean) ** 2 for r in rewards) / len(rewards)",
+    "return ______": "[0.0] * len(rewards)",
+}
+DONE = "all checks passed"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_server(url: str, proc: subprocess.Popen, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"jupyter lab exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"jupyter lab did not answer {url} within {timeout_s}s")
+
+
+@pytest.fixture
+def lab_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """JupyterLab on 127.0.0.1 over a temp project holding a copy of the exercise notebook."""
+    (tmp_path / "exercises").mkdir()
+    shutil.copyfile(ROOT / lab.EXERCISE, tmp_path / lab.EXERCISE)
+    notebook, created = lab.prepare_workspace(tmp_path)
+    assert created
+    nb = nbformat.read(notebook, as_version=4)  # the temp copy only: a last cell that reports success
+    nb.cells.append(nbformat.v4.new_code_cell(f'print("{DONE}")'))
+    nbformat.write(nb, notebook)
+    token, port = secrets.token_hex(16), free_port()
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / ".jupyter"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / ".runtime"), HOME=str(tmp_path))
+    cmd = lab.lab_command(tmp_path, notebook, port, open_browser=False, token=token)
+    log = (tmp_path / "lab.log").open("w")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for_server(f"{base}/api/status?token={token}", proc)
+        yield f"{base}/lab/tree/{notebook.relative_to(tmp_path).as_posix()}?token={token}", notebook
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def fill_blank(page: object, line_text: str, replacement: str) -> None:
+    """Put the cursor at the end of the blank's line, select the ______ word and type over it."""
+    line = page.locator(".jp-CodeCell .cm-line", has_text=line_text).first
+    line.click()
+    page.keyboard.press("End")
+    page.keyboard.press("Shift+Control+ArrowLeft")
+    page.keyboard.type(replacement)
+
+
+def test_student_fills_the_blanks_runs_all_and_every_check_passes(lab_server, browser, screenshot) -> None:
+    url, notebook = lab_server
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        page.goto(url)
+        page.locator(".jp-CodeCell .cm-line", has_text="var = ______").first.wait_for(timeout=60_000)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+        for blank, text in FILLS.items():
+            fill_blank(page, blank, text)
+        editor = page.locator(".jp-CodeCell .cm-content").first.inner_text()
+        for blank, text in FILLS.items():
+            assert blank.replace("______", text) in editor, editor
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        done = page.locator(".jp-OutputArea-output", has_text=DONE)
+        done.wait_for(timeout=60_000)
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        shot = screenshot(page, "jupyterlab-all-checks-passed")
+        screenshot(page.locator(".jp-CodeCell").first, "jupyterlab-exercise-cell-filled")
+        assert errors.count() == 0, f"a cell failed: {errors.first.inner_text()} (screenshot {shot})"
+        page.keyboard.press("Control+s")
+        page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')", timeout=15_000)
+    finally:
+        context.close()
+    saved = nbformat.read(notebook, as_version=4)
+    code = next(c.source for c in saved.cells if "course-exercise" in c.metadata.get("tags", []))
+    assert "______" not in code and all(text in code for text in FILLS.values())
