@@ -75,3 +75,17 @@ def test_the_exercise_cell_is_not_executed_in_the_exercise_page() -> None:
 def test_runner_filter_is_wired_when_the_runner_ships_one() -> None:
     filters = load("_quarto.yml").get("filters", [])
     assert ((ROOT / "assets" / "runner" / "runner.lua").is_file()) == ("assets/runner/runner.lua" in filters)
+
+
+def test_publish_workflow_renders_both_profiles_and_publishes_the_exercise_site() -> None:
+    workflow = load(".github/workflows/publish.yml")
+    steps = workflow["jobs"]["build-deploy"]["steps"]
+    uses = [s.get("uses", "") for s in steps]
+    assert "quarto-dev/quarto-actions/setup@v2" in uses
+    renders = [s["env"]["QUARTO_PROFILE"] for s in steps if s.get("uses") == "quarto-dev/quarto-actions/render@v2"]
+    assert renders == list(preview.BRANCHES)
+    publish = next(s for s in steps if s.get("uses") == "quarto-dev/quarto-actions/publish@v2")
+    assert publish["with"] == {"target": "gh-pages", "render": False}
+    assert publish["env"]["QUARTO_PROFILE"] == "exercise"
+    solution_copy = next(s for s in steps if "_site/solution" in s.get("run", ""))
+    assert "publish_solution" in solution_copy["if"], "the solution site must be published only on request"
