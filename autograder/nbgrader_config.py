@@ -1,0 +1,68 @@
+"""nbgrader course for lesson 11 (GRPO). Read by nbgrader (run from this folder) and by `coursekit`.
+
+Pipelines are ordered lists; the notes beside them are nbgrader's ordering constraints.
+See autograder/README.md for the commands and the grading rules.
+"""
+
+import os
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearHiddenTests,
+    ClearMarkScheme,
+    ClearOutput,
+    ComputeChecksums,
+    GetGrades,
+    IgnorePattern,
+    IncludeHeaderFooter,
+    InstantiateTests,
+    LockCells,
+    SaveAutoGrades,
+    SaveCells,
+)
+
+from coursekit.grading.preprocessors import BlankSolutions, CapOutput, HideHiddenTests, SandboxExecute
+
+c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
+
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.course_id = "lesson11"
+c.CourseDirectory.db_url = "sqlite:///" + os.path.join(c.CourseDirectory.root, "gradebook.db")
+
+# ---- generate_assignment: source -> release (nbgrader's list with ClearSolutions -> BlankSolutions)
+c.GenerateAssignment.preprocessors = [
+    IncludeHeaderFooter,
+    InstantiateTests,
+    LockCells,
+    BlankSolutions,       # `# SOLUTION` lines -> `var = ______` / `return ______`, as in exercises/
+    ClearOutput,
+    CheckCellMetadata,
+    ComputeChecksums,
+    SaveCells,            # the gradebook keeps the test cells WITH their hidden tests ...
+    ClearHiddenTests,     # ... so this must come after ComputeChecksums and SaveCells
+    ClearMarkScheme,
+    ComputeChecksums,     # again, after ClearHiddenTests
+    CheckCellMetadata,
+]
+c.ClearSolutions.text_stub = ""  # answer cells keep their prompt line (e.g. **你的答案：**) and nothing else
+
+# ---- autograde: submitted -> autograded (nbgrader's list with Execute -> SandboxExecute, + CapOutput)
+c.Autograde.autograde_preprocessors = [
+    SandboxExecute,       # `coursekit grade` swaps this for ReplayExecution (cells run by parallel workers)
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    CapOutput,            # before SaveAutoGrades, so the saved notebook is already small
+    SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
+c.SandboxExecute.timeout = 10              # seconds per cell
+c.SandboxExecute.notebook_timeout = 60     # seconds per notebook
+c.SandboxExecute.memory_limit = 2 << 30    # 2 GiB address space per grading kernel
+c.CapOutput.max_lines = 1000
+c.CapOutput.max_chars = 20000
+
+# ---- generate_feedback: autograded -> feedback HTML without hidden test source
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -1,0 +1,119 @@
+"""The nbgrader course on disk: where its folders are and how its config is read."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from nbgrader.coursedir import CourseDirectory
+from traitlets.config import Config, PyFileConfigLoader
+
+from coursekit.errors import CourseError
+
+ASSIGNMENT = "lesson11"
+NOTEBOOK = "lesson11"
+CONFIG_FILE = "nbgrader_config.py"
+DEFAULT_ROOT = Path("autograder")
+# grade ids of the source notebook (contract: coursekit branches); the CSV columns follow AUTO_CELLS.
+AUTO_CELLS = {"test_normal": "normal", "test_boundary": "boundary", "test_aggregation": "aggregation"}
+MANUAL_CELLS = ("explanation", "q1", "q2", "q3")
+CODE_CELL = "group_advantages"
+MAX_SCORE = 10.0
+PASS_SCORE = 8.0
+
+
+@dataclass(frozen=True)
+class Course:
+    """One nbgrader course folder (by default `autograder/`)."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, root: Path | str = DEFAULT_ROOT) -> Course:
+        root = Path(root).resolve()
+        if not (root / CONFIG_FILE).is_file():
+            raise CourseError(f"{root / CONFIG_FILE}: no nbgrader config here; pass the course folder "
+                              f"(the one holding {CONFIG_FILE}), e.g. --course autograder")
+        return cls(root)
+
+    @cached_property
+    def config(self) -> Config:
+        """nbgrader_config.py as a traitlets Config (root fixed to this folder)."""
+        cfg = PyFileConfigLoader(CONFIG_FILE, path=str(self.root)).load_config()
+        cfg.CourseDirectory.root = str(self.root)
+        return cfg
+
+    def coursedir(self, config: Config | None = None) -> CourseDirectory:
+        return CourseDirectory(config=config or self.config)
+
+    @property
+    def db_url(self) -> str:
+        return self.coursedir().db_url
+
+    @property
+    def source_notebook(self) -> Path:
+        return self.root / "source" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+
+    @property
+    def release_notebook(self) -> Path:
+        return self.root / "release" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+
+    def submitted_notebook(self, student_id: str) -> Path:
+        return self.root / "submitted" / student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+
+    def autograded_notebook(self, student_id: str) -> Path:
+        return self.root / "autograded" / student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+
+    def feedback_html(self, student_id: str) -> Path:
+        return self.root / "feedback" / student_id / ASSIGNMENT / f"{NOTEBOOK}.html"
+
+    @property
+    def ingest_dir(self) -> Path:
+        """Private state of `coursekit grade`: the manifest and the executed notebooks."""
+        return self.root / ".ingest"
+
+    @property
+    def manifest(self) -> Path:
+        return self.ingest_dir / f"{ASSIGNMENT}.json"
+
+    @property
+    def report_csv(self) -> Path:
+        return self.root / "reports" / f"{ASSIGNMENT}.csv"
+
+
+def run_converter(course: Course, converter: type, student_id: str = "*", config: Config | None = None,
+                  **attrs) -> str:
+    """Run an nbgrader converter (GenerateAssignment, Autograde, ...) in-process; return its log.
+
+    Raises CourseError carrying the end of nbgrader's log when the converter fails.
+    """
+    from nbgrader.utils import capture_log
+
+    put_venv_on_path()
+    cfg = config or course.config
+    coursedir = course.coursedir(cfg)
+    coursedir.assignment_id = ASSIGNMENT
+    coursedir.student_id = student_id
+    app = converter(coursedir=coursedir, config=cfg)
+    app.log.propagate = False  # nbgrader's chatter goes to the captured log, not the terminal
+    for name, value in attrs.items():
+        setattr(app, name, value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nbgrader's SQLAlchemy warnings are about its own sessions
+        result = capture_log(app)
+    if not result["success"]:
+        detail = (result.get("error") or result.get("log") or "").strip().splitlines()[-3:]
+        raise CourseError(f"{course.root}: nbgrader {converter.__name__} failed for "
+                          f"'{student_id}': " + " | ".join(detail))
+    return result.get("log", "")
+
+
+def put_venv_on_path() -> None:
+    """nbgrader runs the `alembic` executable (new gradebooks) from PATH; make it this venv's."""
+    bin_dir = os.path.dirname(sys.executable)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")

@@ -1,0 +1,164 @@
+"""The report's flags: what an instructor must look at, each as `name` or `name(detail)`.
+
+Flags are joined with `;` in the CSV, so details never contain `;`. Which flags are vetoes (the
+seed's 一票否决) is decided in `coursekit.grading.report`; see autograder/README.md.
+"""
+
+from __future__ import annotations
+
+import re
+
+from nbformat.notebooknode import NotebookNode
+
+from coursekit.grading.course import CODE_CELL, MANUAL_CELLS
+from coursekit.lesson import BLANK
+
+EDITED_LOCKED_CELL = "edited_locked_cell"
+DELETED_TEST_CELL = "deleted_test_cell"
+FABRICATED_OUTPUTS = "fabricated_outputs"
+TIMEOUT = "timeout"
+ERROR = "error"
+INVALID_NOTEBOOK = "invalid_notebook"
+MISSING_ANSWER = "missing_answer"
+DELETED_ASSERTS = "deleted_asserts"
+DUPLICATE_IDS = "duplicate_ids"
+UNKNOWN_STUDENT_ID = "unknown_student_id"
+MULTIPLE_NOTEBOOKS = "multiple_notebooks"
+EXERCISE_NOTEBOOK = "exercise_notebook"
+SUSPICIOUS_CODE = "suspicious_code"
+VETO = "veto"
+
+# Student code that could tamper with the grading kernel rather than solve the exercise.
+SUSPICIOUS = re.compile(r"\b(get_ipython|set_custom_exc|excepthook|__builtins__|builtins|setrlimit|"
+                        r"ctypes|sys\.modules|settrace|atexit)\b")
+EXPECTED_ERRORS = ("AssertionError",)  # a failed check is a score, not an error
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def flag(name: str, detail: str = "") -> str:
+    detail = detail.replace(";", ",").replace("\n", " ").strip()
+    return f"{name}({detail})" if detail else name
+
+
+def flag_name(text: str) -> str:
+    return text.split("(", 1)[0]
+
+
+def _grade_id(cell: NotebookNode) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _squash(line: str) -> str:
+    return "".join(line.split())
+
+
+def _student_code(nb: NotebookNode) -> list[NotebookNode]:
+    return [c for c in nb.cells if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("locked")]
+
+
+# ---------------------------------------------------------------- at ingest (no kernel)
+
+def duplicate_grade_ids(nb: NotebookNode) -> list[str]:
+    ids = [gid for gid in map(_grade_id, nb.cells) if gid]
+    dups = sorted({gid for gid in ids if ids.count(gid) > 1})
+    return [flag(DUPLICATE_IDS, ",".join(dups) + ", the last copy is graded")] if dups else []
+
+
+def content_flags(nb: NotebookNode, release: NotebookNode, restored: list[str], released: bool) -> list[str]:
+    """edited_locked_cell, missing_answer, deleted_asserts and suspicious_code for a prepared notebook.
+
+    `released` is False for a notebook of the exercise branch, whose text cells were never locked."""
+    cells = {}
+    for cell in nb.cells:  # the last copy wins, as in nbgrader's DeduplicateIds
+        if _grade_id(cell):
+            cells[_grade_id(cell)] = cell
+    edited, missing = [], []
+    for ref in release.cells:
+        info = ref.metadata.get("nbgrader", {})
+        gid = info.get("grade_id")
+        mine = cells.get(gid)
+        if info.get("locked") and not info.get("solution"):
+            if gid in restored or not released:
+                continue  # flagged deleted_test_cell
+            if mine is None or mine.cell_type != ref.cell_type or mine.source.rstrip() != ref.source.rstrip():
+                edited.append(gid)
+        elif gid == CODE_CELL and (mine is None or BLANK in mine.source):
+            missing.append("code")
+        elif gid in MANUAL_CELLS and (mine is None or mine.source.strip() in ("", ref.source.strip())):
+            missing.append(gid)
+    out = []
+    if edited:
+        out.append(flag(EDITED_LOCKED_CELL, ",".join(edited) + ", graded with the original"))
+    if missing:
+        out.append(flag(MISSING_ANSWER, ",".join(missing)))
+    out.extend(deleted_asserts(nb, release))
+    code = "\n".join(c.source for c in _student_code(nb))
+    found = sorted(set(SUSPICIOUS.findall(code)))
+    if found:
+        out.append(flag(SUSPICIOUS_CODE, ",".join(found)))
+    return out
+
+
+def deleted_asserts(nb: NotebookNode, release: NotebookNode) -> list[str]:
+    """The release fill-in's checks (assert/raise lines) that no student code cell still contains."""
+    ref = next(c for c in release.cells if _grade_id(c) == CODE_CELL)
+    checks = [_squash(line) for line in ref.source.split("\n")
+              if line.strip().startswith(("assert ", "raise ", "if not rewards"))]
+    mine = {_squash(line) for cell in _student_code(nb) for line in cell.source.split("\n")}
+    gone = [line for line in checks if line not in mine]
+    return [flag(DELETED_ASSERTS, f"{len(gone)} of {len(checks)} given checks removed or changed")] if gone else []
+
+
+# ---------------------------------------------------------------- after execution
+
+def execution_flags(executed: NotebookNode, memory_note: str) -> list[str]:
+    """timeout and error from the outputs of the executed notebook."""
+    names = [o.ename for c in executed.cells if c.cell_type == "code" for o in c.outputs
+             if o.output_type == "error"]
+    out = []
+    timed_out = "CellTimeoutError" in names
+    if timed_out:
+        out.append(TIMEOUT)
+    errors = []
+    for cell in executed.cells:
+        for o in cell.get("outputs", []):
+            if o.output_type != "error" or o.ename in EXPECTED_ERRORS or o.ename == "CellTimeoutError":
+                continue
+            if o.ename == "NameError" and BLANK in o.evalue:
+                continue  # an unfilled blank: reported as missing_answer(code)
+            if o.ename == "GraderError":
+                continue  # already flagged by coursekit grade
+            if o.ename == "KeyboardInterrupt" and timed_out:
+                continue  # the interrupt that ended a timed-out cell
+            detail = {"MemoryError": f"MemoryError, {memory_note}",
+                      "DeadKernelError": "kernel died"}.get(o.ename, o.ename)
+            if detail not in errors:
+                errors.append(detail)
+    if errors:
+        out.append(flag(ERROR, ", ".join(errors)))
+    return out
+
+
+def output_text(outputs: list) -> str:
+    """What a cell claims to have printed or returned (errors excluded), normalised for comparison."""
+    parts = []
+    for o in outputs:
+        if o.get("output_type") == "stream" and o.get("name") == "stdout":
+            parts.append(o.get("text", ""))
+        elif o.get("output_type") in ("execute_result", "display_data"):
+            text = o.get("data", {}).get("text/plain", "")
+            parts.append(text if isinstance(text, str) else "".join(text))
+    text = _ADDRESS.sub("0x?", "".join(parts))
+    return "\n".join(line.rstrip() for line in text.strip().split("\n"))
+
+
+def fabricated_outputs(submitted: NotebookNode, executed: NotebookNode, max_chars: int) -> list[str]:
+    """Cells whose stored (non-error) outputs are not what their code printed when graded."""
+    bad = []
+    for index, (mine, ran) in enumerate(zip(submitted.cells, executed.cells, strict=True)):
+        if mine.cell_type != "code":
+            continue
+        claimed = output_text(mine.outputs)
+        if claimed and claimed[:max_chars] != output_text(ran.outputs)[:max_chars]:
+            bad.append(str(_grade_id(mine) or f"cell {index + 1}"))
+    return [flag(FABRICATED_OUTPUTS, ",".join(bad) + " differ from a fresh run")] if bad else []

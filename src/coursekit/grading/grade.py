@@ -1,0 +1,141 @@
+"""`coursekit grade SUBMISSIONS`: autograde a class from an LMS download and write the report.
+
+Steps, in order (each a function below):
+  ensure_released  -> gradebook and release notebook exist and are current
+  ingest           -> one Entry per student; gradable copies in submitted/ (originals only read)
+  execute          -> parallel workers: nbgrader autograde against a private gradebook copy, output
+                      to .ingest/executed/ (the kernels run here; the real gradebook is not touched)
+  record           -> nbgrader autograde into the real gradebook, one student at a time, replaying
+                      the executed outputs (sqlite sees one writer only)
+  feedback         -> nbgrader generate_feedback, hidden test source removed
+  report           -> .ingest/lesson11.json (rows and flags) and reports/lesson11.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+import nbformat
+from nbgrader.converters import Autograde, GenerateFeedback
+from tqdm import tqdm
+from traitlets.config import Config
+
+from coursekit.errors import CourseError
+from coursekit.grading import flags as F
+from coursekit.grading.course import ASSIGNMENT, DEFAULT_ROOT, NOTEBOOK, Course, run_converter
+from coursekit.grading.ingest import Entry, ingest
+from coursekit.grading.preprocessors import ReplayExecution, SandboxExecute
+from coursekit.grading.release import ensure_released
+from coursekit.grading.report import summary_line, write_report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("submissions", type=Path, nargs="?",
+                        help="folder of <student_id>.ipynb or <student_id>/<any>.ipynb, or a .zip of either")
+    parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="notebooks executed in parallel (default: 2, or 1 on one core)")
+    parser.add_argument("--timeout", type=int, default=None,
+                        help="seconds per cell (default: SandboxExecute.timeout in nbgrader_config.py)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.submissions is None:
+        raise CourseError("no submissions given; run 'make grade SUBMISSIONS=<folder or .zip>'")
+    if args.jobs < 1:
+        raise CourseError(f"--jobs {args.jobs}: give at least 1")
+    course = Course.at(args.course)
+    rows = grade(course, args.submissions, jobs=args.jobs, timeout=args.timeout)
+    print(summary_line(rows, course.report_csv))
+    return 0
+
+
+def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None = None) -> list:
+    """Run every step; return the report rows."""
+    ensure_released(course)
+    entries = ingest(course, submissions.resolve())
+    gradable = [e for e in entries if e.gradable]
+    failures = execute(course, [e.student_id for e in gradable], jobs, timeout)
+    for entry in tqdm(gradable, desc="record + feedback", unit="nb", file=sys.stderr):
+        record(course, entry, failures.get(entry.student_id))
+        feedback(course, entry.student_id)
+    write_manifest(course, submissions, entries)
+    return write_report(course)
+
+
+# ---------------------------------------------------------------- execute (parallel)
+
+def execute(course: Course, student_ids: list[str], jobs: int, timeout: int | None) -> dict[str, str]:
+    """Execute each submission in a worker; return {student_id: failure message} for failed ones."""
+    executed = course.ingest_dir / "executed"
+    shutil.rmtree(executed, ignore_errors=True)
+    failures: dict[str, str] = {}
+    bar = tqdm(total=len(student_ids), desc="autograde", unit="nb", file=sys.stderr)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(execute_one, str(course.root), sid, str(executed), timeout): sid
+                   for sid in student_ids}
+        for future in as_completed(futures):
+            try:
+                future.result()
+            except Exception as exc:  # one student's failure must not stop the class
+                failures[futures[future]] = str(exc).replace("\n", " ")[:200]
+            bar.update()
+    bar.close()
+    return failures
+
+
+def execute_one(root: str, student_id: str, executed: str, timeout: int | None) -> None:
+    """Worker: nbgrader autograde of one student against a private copy of the gradebook."""
+    course = Course(Path(root))
+    config = Config(course.config)
+    if timeout is not None:
+        config.SandboxExecute.timeout = timeout
+    with tempfile.TemporaryDirectory(prefix="ck-grade-") as tmp:
+        db = Path(tmp) / "gradebook.db"
+        shutil.copyfile(course.root / "gradebook.db", db)
+        config.CourseDirectory.db_url = f"sqlite:///{db}"
+        config.CourseDirectory.autograded_directory = executed
+        run_converter(course, Autograde, student_id, config, force=True, create_student=True)
+
+
+# ---------------------------------------------------------------- record, flags, feedback (serial)
+
+def record(course: Course, entry: Entry, failure: str | None) -> None:
+    """nbgrader autograde into the real gradebook with the worker's outputs; set execution flags."""
+    executed_dir = course.ingest_dir / "executed"
+    executed_nb = executed_dir / entry.student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    if failure is not None or not executed_nb.is_file():  # ReplayExecution then fails every code cell
+        executed_nb.unlink(missing_ok=True)
+        entry.flags.append(F.flag(F.ERROR, f"grader could not run the notebook: {failure}"))
+    config = Config(course.config)
+    config.Autograde.autograde_preprocessors = [
+        ReplayExecution if step is SandboxExecute else step for step in config.Autograde.autograde_preprocessors]
+    config.ReplayExecution.executed_directory = str(executed_dir)
+    run_converter(course, Autograde, entry.student_id, config, force=True, create_student=True)
+    ran = nbformat.read(course.autograded_notebook(entry.student_id), as_version=4)
+    memory = config.SandboxExecute.get("memory_limit", 2 << 30)
+    entry.flags.extend(F.execution_flags(ran, f"memory capped at {memory / (1 << 30):g} GiB"))
+    submitted = nbformat.read(course.submitted_notebook(entry.student_id), as_version=4)
+    entry.flags.extend(F.fabricated_outputs(submitted, ran, config.CapOutput.get("max_chars", 20000)))
+
+
+def feedback(course: Course, student_id: str) -> None:
+    config = Config(course.config)
+    config.HTMLExporter.template_name = "feedback"
+    run_converter(course, GenerateFeedback, student_id, config, force=True)
+
+
+def write_manifest(course: Course, submissions: Path, entries: list[Entry]) -> None:
+    course.ingest_dir.mkdir(parents=True, exist_ok=True)
+    data = {"assignment": ASSIGNMENT, "submissions": str(submissions),
+            "students": [{"student_id": e.student_id, "source": e.source, "graded": e.gradable,
+                          "flags": e.flags} for e in entries]}
+    course.manifest.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")

@@ -1,0 +1,260 @@
+"""Find each student's notebook in an LMS download (folder or .zip) and prepare it for nbgrader.
+
+Layouts (may be mixed): `<student_id>.ipynb`, or `<student_id>/<anything>.ipynb` (any depth).
+Rules (autograder/README.md):
+- a student id matches STUDENT_ID; other names get one row flagged `unknown_student_id`, ungraded;
+- several notebooks for one student: the newest (modification time, then name) is graded and the
+  row is flagged `multiple_notebooks`;
+- hidden files, `__MACOSX/`, `.ipynb_checkpoints/` and files that are not `.ipynb` are ignored.
+The originals are only read. The prepared copy (valid nbformat 4, unique cell ids, deleted grading
+cells put back from the release) is written to nbgrader's submitted/ folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbformat.notebooknode import NotebookNode
+
+from coursekit.errors import CourseError
+from coursekit.grading import flags as F
+from coursekit.grading.course import Course
+
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+IGNORED_PARTS = ("__MACOSX", ".ipynb_checkpoints")
+MAX_NOTEBOOK_BYTES = 100 << 20
+MAX_ZIP_BYTES = 2 << 30
+
+
+@dataclass
+class Candidate:
+    """One notebook file found for a student."""
+
+    label: str  # as the instructor knows it: path inside the submissions folder or zip
+    path: Path  # a readable copy (the original, or the file extracted from the zip)
+    mtime: float
+
+
+@dataclass
+class Entry:
+    """One student: one row of the report."""
+
+    student_id: str
+    source: str = ""
+    flags: list[str] = field(default_factory=list)
+    original: NotebookNode | None = None  # as submitted (outputs kept), cell ids made unique
+    notebook: NotebookNode | None = None  # prepared for nbgrader
+
+    @property
+    def gradable(self) -> bool:
+        return self.notebook is not None
+
+
+def ingest(course: Course, submissions: Path) -> list[Entry]:
+    """Read every submission, write the gradable ones to submitted/, return one Entry per student."""
+    release = nbformat.read(course.release_notebook, as_version=4)
+    entries = []
+    for student_id, candidates in sorted(find_candidates(course, submissions).items()):
+        entry = select_notebook(student_id, candidates)
+        if entry.original is not None:
+            entry.notebook = prepare(entry, release)
+            target = course.submitted_notebook(student_id)
+            if target.parent.parent.exists():
+                shutil.rmtree(target.parent.parent)
+            target.parent.mkdir(parents=True)
+            nbformat.write(entry.notebook, target)
+        entries.append(entry)
+    return entries
+
+
+# ---------------------------------------------------------------- finding files
+
+def find_candidates(course: Course, submissions: Path) -> dict[str, list[Candidate]]:
+    if not submissions.exists():
+        raise CourseError(f"{submissions}: no such file or folder; pass SUBMISSIONS=<folder or .zip>")
+    if submissions.is_file():
+        if not zipfile.is_zipfile(submissions):
+            raise CourseError(f"{submissions}: not a folder or a .zip file; pass the LMS download")
+        root = extract_zip(submissions, course.ingest_dir / "unzipped")
+        prefix = f"{submissions.name}:"
+    else:
+        root, prefix = submissions, ""
+    found: dict[str, list[Candidate]] = {}
+    for item in sorted(root.iterdir()):
+        if item.name.startswith(".") or item.name in IGNORED_PARTS:
+            continue
+        if item.is_file() and item.suffix.lower() == ".ipynb":
+            found.setdefault(item.stem, []).append(_candidate(item, root, prefix))
+        elif item.is_dir():
+            notebooks = [p for p in sorted(item.rglob("*")) if p.is_file() and p.suffix.lower() == ".ipynb"
+                         and not any(part.startswith(".") or part in IGNORED_PARTS
+                                     for part in p.relative_to(root).parts)]
+            found.setdefault(item.name, []).extend(_candidate(p, root, prefix) for p in notebooks)
+    return found
+
+
+def _candidate(path: Path, root: Path, prefix: str) -> Candidate:
+    return Candidate(prefix + path.relative_to(root).as_posix(), path, path.stat().st_mtime)
+
+
+def extract_zip(archive: Path, target: Path) -> Path:
+    """Extract safely (no absolute paths, no `..`, bounded size); keep the members' dates."""
+    import os
+    import time
+
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    with zipfile.ZipFile(archive) as zf:
+        members = [m for m in zf.infolist() if not m.is_dir()]
+        if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
+            raise CourseError(f"{archive}: expands to more than {MAX_ZIP_BYTES >> 30} GiB; unpack it "
+                              "yourself and pass the folder")
+        for member in members:
+            parts = Path(member.filename.replace("\\", "/")).parts
+            if member.filename.startswith("/") or ".." in parts or not parts:
+                continue
+            dest = target.joinpath(*parts)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(member) as src, open(dest, "wb") as out:
+                shutil.copyfileobj(src, out)
+            stamp = time.mktime((*member.date_time, 0, 0, -1))
+            os.utime(dest, (stamp, stamp))
+    return target
+
+
+# ---------------------------------------------------------------- reading one student
+
+def select_notebook(student_id: str, candidates: list[Candidate]) -> Entry:
+    entry = Entry(student_id)
+    if not STUDENT_ID.fullmatch(student_id):
+        entry.flags.append(F.flag(F.UNKNOWN_STUDENT_ID, "allowed: letters, digits, _ . -"))
+        entry.source = "; ".join(c.label for c in candidates).replace(";", ",")
+        return entry
+    if not candidates:
+        entry.flags.append(F.flag(F.INVALID_NOTEBOOK, "no .ipynb file in the student's folder"))
+        return entry
+    chosen = max(candidates, key=lambda c: (c.mtime, c.label))
+    entry.source = chosen.label
+    if len(candidates) > 1:
+        entry.flags.append(F.flag(F.MULTIPLE_NOTEBOOKS, f"{len(candidates)} found, graded the newest "
+                                  f"{chosen.label}"))
+    notebook, problem = read_notebook(chosen.path)
+    if problem:
+        entry.flags.append(F.flag(F.INVALID_NOTEBOOK, problem))
+    else:
+        entry.original = notebook
+    return entry
+
+
+def read_notebook(path: Path) -> tuple[NotebookNode | None, str]:
+    """Parse a notebook without trusting it; return (notebook, "") or (None, what is wrong)."""
+    data = path.read_bytes()
+    if not data.strip():
+        return None, "empty file"
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        return None, f"larger than {MAX_NOTEBOOK_BYTES >> 20} MB"
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not a Jupyter notebook (not UTF-8 text)"
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON (line {exc.lineno})"
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list) or raw.get("nbformat") != 4:
+        return None, "not a Jupyter notebook (nbformat 4 with cells expected)"
+    seen: set[str] = set()
+    for k, cell in enumerate(raw["cells"]):
+        if isinstance(cell, dict) and cell.get("id") in seen:
+            cell["id"] = f"{cell['id']}-dup{k}"  # deterministic, so a second run gives the same ids
+        if isinstance(cell, dict) and isinstance(cell.get("id"), str):
+            seen.add(cell["id"])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            notebook = nbformat.reads(json.dumps(raw), as_version=4)
+            nbformat.validate(notebook)
+    except Exception as exc:  # nbformat raises several types for malformed cells
+        first = str(exc).strip().splitlines()[0][:120].replace(";", ",")
+        return None, f"not a valid notebook ({first})"
+    return notebook, ""
+
+
+# ---------------------------------------------------------------- preparing for nbgrader
+
+def prepare(entry: Entry, release: NotebookNode) -> NotebookNode:
+    """Copy of the submission with grading cells adopted or put back; adds ingest flags to entry."""
+    nb = copy.deepcopy(entry.original)
+    entry.flags.extend(F.duplicate_grade_ids(nb))
+    keep_last_grade_ids(nb)
+    from_exercise_branch = not any("nbgrader" in c.metadata for c in nb.cells)
+    if from_exercise_branch:
+        adopt_exercise_cells(nb, release)
+        entry.flags.append(F.flag(F.EXERCISE_NOTEBOOK, "no nbgrader metadata, test cells added"))
+    restored = restore_missing_cells(nb, release)
+    tests = [gid for gid in restored if gid.startswith("test_")]
+    if tests and not from_exercise_branch:
+        entry.flags.append(F.flag(F.DELETED_TEST_CELL, ",".join(tests) + " restored and graded"))
+    entry.flags.extend(F.content_flags(nb, release, restored, released=not from_exercise_branch))
+    return nb
+
+
+def _grade_id(cell: NotebookNode) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def keep_last_grade_ids(nb: NotebookNode) -> None:
+    """Only the last cell with a grade id keeps its nbgrader metadata (nbgrader's DeduplicateIds
+    would leave an empty `nbgrader` dict that fails its own metadata check)."""
+    seen = set()
+    for cell in reversed(nb.cells):
+        gid = _grade_id(cell)
+        if gid in seen:
+            del cell.metadata["nbgrader"]
+        elif gid:
+            seen.add(gid)
+
+
+def adopt_exercise_cells(nb: NotebookNode, release: NotebookNode) -> None:
+    """Give the exercise branch's fill-in and answer cells the release's nbgrader metadata."""
+    by_role = {}
+    for cell in release.cells:
+        if "course-exercise" in cell.metadata.get("tags", []):
+            by_role["course-exercise"] = cell
+        if cell.metadata.get("course_answer_id"):
+            by_role[cell.metadata["course_answer_id"]] = cell
+    for cell in nb.cells:
+        role = "course-exercise" if "course-exercise" in cell.metadata.get("tags", []) \
+            else cell.metadata.get("course_answer_id")
+        if role in by_role and by_role[role].cell_type == cell.cell_type:
+            cell.metadata["nbgrader"] = copy.deepcopy(by_role.pop(role).metadata["nbgrader"])
+
+
+def restore_missing_cells(nb: NotebookNode, release: NotebookNode) -> list[str]:
+    """Put back graded or solution cells missing from nb, after the cell that precedes them in the
+    release; return their grade ids. Locked text cells are not put back (nothing grades them)."""
+    restored = []
+    for index, cell in enumerate(release.cells):
+        info = cell.metadata.get("nbgrader", {})
+        if not (info.get("grade") or info.get("solution")):
+            continue
+        present = [_grade_id(c) for c in nb.cells]
+        if info["grade_id"] in present:
+            continue
+        position = 0
+        for earlier in reversed(release.cells[:index]):
+            if _grade_id(earlier) in present:
+                position = len(present) - present[::-1].index(_grade_id(earlier))
+                break
+        new = copy.deepcopy(cell)
+        new["id"] = f"restored-{info['grade_id']}"
+        nb.cells.insert(position, new)
+        restored.append(info["grade_id"])
+    return restored

@@ -1,0 +1,68 @@
+"""`coursekit release`: generate the student notebook with nbgrader and copy it where students get it.
+
+Steps (in order): check the source notebook exists -> nbgrader generate_assignment (gradebook +
+autograder/release/) -> check the release shows the exercise's blanks -> copy it to --to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import nbformat
+from nbgrader.converters import GenerateAssignment
+
+from coursekit.errors import CourseError
+from coursekit.grading.course import ASSIGNMENT, CODE_CELL, DEFAULT_ROOT, Course, run_converter
+from coursekit.lesson import BLANK
+
+DEFAULT_TO = Path("build/release")
+# Text that must never reach students: nbgrader's stubs and solution/hidden-test markers.
+FORBIDDEN = ("NotImplementedError", "YOUR CODE HERE", "YOUR ANSWER HERE", "BEGIN SOLUTION",
+             "END SOLUTION", "BEGIN HIDDEN TESTS", "# SOLUTION")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
+    parser.add_argument("--to", type=Path, default=DEFAULT_TO,
+                        help=f"folder that receives the student notebook (default {DEFAULT_TO})")
+
+
+def run(args: argparse.Namespace) -> int:
+    course = Course.at(args.course)
+    notebook = release(course)
+    args.to.mkdir(parents=True, exist_ok=True)
+    target = args.to / f"{ASSIGNMENT}.ipynb"
+    shutil.copyfile(notebook, target)
+    print(f"released {notebook} -> {target}")
+    return 0
+
+
+def release(course: Course) -> Path:
+    """Generate autograder/release/lesson11/lesson11.ipynb and the gradebook entries; return the path."""
+    if not course.source_notebook.is_file():
+        raise CourseError(f"{course.source_notebook}: missing; run 'make branches' to generate it "
+                          "from lessons/lesson11_grpo.qmd")
+    run_converter(course, GenerateAssignment, force=True, create_assignment=True)
+    check_release(course.release_notebook)
+    return course.release_notebook
+
+
+def ensure_released(course: Course) -> None:
+    """Release unless the release notebook is newer than the source and the gradebook exists."""
+    done = course.release_notebook.is_file() and (course.root / "gradebook.db").is_file()
+    if not done or course.release_notebook.stat().st_mtime < course.source_notebook.stat().st_mtime:
+        release(course)
+
+
+def check_release(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(nb.cells):
+        for text in FORBIDDEN:
+            if text in cell.source:
+                raise CourseError(f"{path}: cell {index} contains '{text}'; the release must show the "
+                                  "exercise's blanks only (check BlankSolutions in nbgrader_config.py)")
+    fill_in = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == CODE_CELL]
+    if len(fill_in) != 1 or BLANK not in fill_in[0].source:
+        raise CourseError(f"{path}: expected one '{CODE_CELL}' cell with '{BLANK}' blanks")
