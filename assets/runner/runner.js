@@ -97,23 +97,32 @@
       return job;
     }
 
-    // kind: "run" | "check"; resolves with the worker's result, rejects with StoppedError.
-    async execute(kind, payload, onStream, timeLimitS) {
-      await this.ready;
+    // kind: "run" | "check"; resolves with the worker's result, rejects with StoppedError. The time
+    // limit counts from when the worker gets the job, not while Pyodide is still loading.
+    execute(kind, payload, onStream, timeLimitS) {
+      const id = this.nextId++;
       return new Promise((resolve, reject) => {
-        const id = this.nextId++;
-        const timer = setTimeout(() => this.stop(`运行超过 ${timeLimitS} 秒，已自动停止（是否有死循环？）`),
-                                 timeLimitS * 1000);
-        this.job = { id, resolve, reject, onStream, timer };
-        this.worker.postMessage({ type: kind, id, ...payload });
+        this.job = { id, resolve, reject, onStream, timer: null };
+        this.ready.then(() => {
+          if (!this.job || this.job.id !== id) return; // stopped while Pyodide was loading
+          this.job.timer = setTimeout(
+            () => this.stop(`运行超过 ${timeLimitS} 秒，已自动停止（是否有死循环？）`), timeLimitS * 1000);
+          this.worker.postMessage({ type: kind, id, ...payload });
+        }, (err) => {
+          if (this.job && this.job.id === id) this.finish().reject(err);
+        });
       });
     }
 
+    // Ends the current job; a job the worker already has ends only with the worker itself.
     stop(reason) {
       if (!this.job) return;
-      this.worker.terminate();
+      const started = this.job.timer !== null;
       this.finish().reject(new StoppedError(reason));
-      this.start();
+      if (started) {
+        this.worker.terminate();
+        this.start();
+      }
     }
   }
 
@@ -157,7 +166,7 @@
   }
 
   function button(action, label, title) {
-    return el("button", { type: "button", class: `cr-button cr-${action}`, "data-action": action, title }, label);
+    return el("button", { type: "button", class: `cr-button cr-button-${action}`, "data-action": action, title }, label);
   }
 
   // ------------------------------------------------------------------ editor keys
@@ -331,6 +340,7 @@
         this.status.textContent = err instanceof StoppedError ? "已停止，正在重新启动 Python…" : message;
       } finally {
         this.setBusy(false);
+        this.root.dataset.completed = String(Number(this.root.dataset.completed || 0) + 1);
       }
     }
 
