@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from coursekit import lab, preview
+from coursekit import lab, preview, runner
+from coursekit import site as site_cli
 from coursekit.cli import main
 from coursekit.errors import CourseError
 from coursekit.lesson import parse_lesson, visible_test_code
@@ -199,3 +200,24 @@ def test_lab_command_binds_localhost_and_opens_the_copy(tmp_path: Path) -> None:
     cmd = lab.lab_command(tmp_path, tmp_path / "work" / "lesson11_grpo.ipynb", 8899, open_browser=False)
     assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--no-browser" in cmd
     assert cmd[-1] == "work/lesson11_grpo.ipynb"
+
+
+def test_post_render_gives_a_quarto_output_the_runner_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sites: dict[str, Path]
+) -> None:
+    """`sites` first: it makes sure the nbgrader release notebook the runner's config reads exists."""
+
+    out = tmp_path / "_site-solution"
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(out))
+    monkeypatch.setenv("QUARTO_PROFILE", "solution")
+    assert main(["site", "--post-render", "--root", str(ROOT)]) == 0
+    config = json.loads((out / "assets" / "runner" / runner.CONFIG_NAME).read_text(encoding="utf-8"))
+    assert config["branch"] == "solution"
+    assert all((out / "assets" / "pyodide" / name).is_file() for name in runner.PYODIDE_FILES)
+    assert (out / "assets" / "site" / "site.css").is_file()
+
+
+def test_post_render_rejects_an_unknown_profile(tmp_path: Path) -> None:
+    env = {"QUARTO_PROJECT_OUTPUT_DIR": str(tmp_path), "QUARTO_PROFILE": "teacher"}
+    with pytest.raises(CourseError, match="QUARTO_PROFILE='teacher'; expected one of exercise, solution"):
+        site_cli.post_render(ROOT, env)
