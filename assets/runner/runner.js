@@ -5,6 +5,8 @@
 // Where it attaches (first match on the page):
 //   .course-runner              — the Quarto rendering (runner.lua wraps the exercise cell in it)
 //   .celltag_course-exercise    — the preview (nbconvert's class for the cell tag "course-exercise")
+// Written answers (explanation, Q1-Q3) get a text box under each answer area, matched by
+// data-answer-id (Quarto: .course-answer) or, in the preview (.celltag_course-answer), by order.
 // Where it reads from, relative to the site root:
 //   assets/runner/runner-config.json   (written by coursekit.runner.write_config)
 //   assets/pyodide/                    (or config "pyodide_url", e.g. a CDN folder ending in "/")
@@ -16,6 +18,7 @@
 
   const SCRIPT_SRC = document.currentScript ? document.currentScript.src : location.href;
   const HOST_SELECTOR = ".course-runner, .celltag_course-exercise";
+  const ANSWER_SELECTOR = ".course-answer, .celltag_course-answer";
   const DEFAULT_TIME_LIMIT_S = 10;
   const RESET_CONFIRM_MS = 4000;
   const INDENT = "    ";
@@ -214,11 +217,17 @@
     return text.match(/[^\n]*\n|[^\n]+$/g) || [];
   }
 
-  function notebookWithAnswer(config, code) {
+  function notebookWithAnswers(config, code, answers) {
     const nb = structuredClone(config.notebook);
-    const cell = nb.cells.find((c) => c.metadata && c.metadata.nbgrader
-                               && c.metadata.nbgrader.grade_id === config.answer_grade_id);
-    cell.source = Array.isArray(cell.source) ? splitLines(code) : code;
+    const setSource = (cell, text) => {
+      cell.source = Array.isArray(cell.source) ? splitLines(text) : text;
+    };
+    for (const cell of nb.cells) {
+      const id = cell.metadata && cell.metadata.nbgrader && cell.metadata.nbgrader.grade_id;
+      if (id === config.answer_grade_id) setSource(cell, code);
+      const area = config.answers.find((a) => a.grade_id === id);
+      if (area && answers[id] && answers[id].trim()) setSource(cell, `${area.prompt}\n\n${answers[id].trim()}\n`);
+    }
     return JSON.stringify(nb, null, 1) + "\n";
   }
 
@@ -236,6 +245,7 @@
       this.store = makeStore(config.lesson_id);
       this.timeLimitS = Number(config.time_limit_s) || DEFAULT_TIME_LIMIT_S;
       this.build();
+      this.answers = this.buildAnswers();
       this.session = new PythonSession(places.worker, places.pyodide, (state, detail) => this.setState(state, detail));
     }
 
@@ -281,6 +291,25 @@
       const shown = Number(this.store.get("hints") || 0);
       for (let i = 0; i < Math.min(shown, c.hints.length); i++) this.revealHint();
       this.updateHintButton();
+    }
+
+    // {grade_id: textarea} for the written answers found on the page.
+    buildAnswers() {
+      const hosts = [...document.querySelectorAll(ANSWER_SELECTOR)];
+      const boxes = {};
+      this.config.answers.forEach((area, index) => {
+        const host = hosts.find((h) => h.dataset.answerId === area.grade_id)
+          || hosts.filter((h) => !h.dataset.answerId)[index];
+        if (!host) return;
+        const box = el("textarea", { class: "cr-answer", rows: "6", "data-answer-id": area.grade_id,
+                                     placeholder: `在此作答（${area.title}）：保存在本浏览器，随“下载 notebook”一并提交`,
+                                     "aria-label": `${area.title} 的答案` });
+        box.value = this.store.get(`answer:${area.grade_id}`) ?? "";
+        box.addEventListener("input", () => this.store.set(`answer:${area.grade_id}`, box.value));
+        host.append(box);
+        boxes[area.grade_id] = box;
+      });
+      return boxes;
     }
 
     onClick(event) {
@@ -411,7 +440,9 @@
     }
 
     download() {
-      const blob = new Blob([notebookWithAnswer(this.config, this.editor.value)], { type: "application/x-ipynb+json" });
+      const answers = Object.fromEntries(Object.entries(this.answers).map(([id, box]) => [id, box.value]));
+      const text = notebookWithAnswers(this.config, this.editor.value, answers);
+      const blob = new Blob([text], { type: "application/x-ipynb+json" });
       const link = el("a", { href: URL.createObjectURL(blob), download: downloadName(this.config, this.studentId.value) });
       document.body.append(link);
       link.click();

@@ -8,7 +8,9 @@ Check buttons; Python runs in a web worker through Pyodide served from the site 
   cell: the very asserts the autograder's visible tests run) and the hint levels 1-3 (level 4, the
   answer, only for the solution branch);
 - the nbgrader release notebook, which the "download notebook" button hands back with the editor's
-  code as the source of the `group_advantages` cell, every other cell and all metadata as released.
+  code as the source of the `group_advantages` cell and the page's written answers (explanation,
+  Q1-Q3, typed in text boxes under each answer area) after the prompt of their cells; every other
+  cell and all metadata stay as released.
 
 The exercise config must hold no answer and no hidden test; `write_config` refuses to write one that does.
 """
@@ -81,6 +83,18 @@ def hint_levels(lesson: Lesson, branch: str) -> list[dict]:
     return levels
 
 
+def answer_areas(lesson: Lesson, notebook: dict) -> list[dict]:
+    """The written answers (explanation, Q1-Q3): grade id, title and the released prompt of each cell."""
+    titles = {div.attrs["id"]: div.attrs.get("title", div.attrs["id"]) for div in lesson.answers()}
+    areas = []
+    for cell in notebook["cells"]:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if cell["cell_type"] == "markdown" and grade_id in titles:
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            areas.append({"grade_id": grade_id, "title": titles[grade_id], "prompt": source.strip()})
+    return areas
+
+
 def build_config(lesson: Lesson, notebook: dict, branch: str, *, pyodide_url: str | None = None,
                  time_limit_s: float = TIME_LIMIT_S) -> dict:
     """The runner's config for one branch of the site."""
@@ -96,6 +110,7 @@ def build_config(lesson: Lesson, notebook: dict, branch: str, *, pyodide_url: st
         "time_limit_s": time_limit_s,
         "pyodide_url": pyodide_url,
         "answer_grade_id": ANSWER_GRADE_ID,
+        "answers": answer_areas(lesson, notebook),
         "notebook": notebook,
     }
 

@@ -5,14 +5,15 @@ Pages come from the fixture site (see conftest.py); Python runs in the page thro
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
 
 import pytest
-from nbgrader.api import Gradebook
 
-from coursekit.grading.course import ASSIGNMENT, AUTO_CELLS, NOTEBOOK, Course, run_converter
+from coursekit.cli import main
+from coursekit.grading.course import Course
 from coursekit.lesson import parse_lesson
 from coursekit.runner import ANSWER_GRADE_ID, LESSON
 
@@ -25,6 +26,7 @@ SAMPLE_VARIANCE = LESSON_11.blank_code.replace(
     "var = ______", "var = sum((r - mean) ** 2 for r in rewards) / max(len(rewards) - 1, 1)", 1
 ).replace("return ______", "return [0.0] * len(rewards)", 1)
 INFINITE_LOOP = "while True:\n    pass\n"
+ANSWER_IDS = [div.attrs["id"] for div in LESSON_11.answers()]
 
 
 class Widget:
@@ -109,8 +111,10 @@ def test_reload_keeps_the_code_and_start_over_restores_the_blanks(context, pages
     page = context.new_page()
     widget = Widget(page, pages["preview"])
     widget.type_code(SAMPLE_VARIANCE)
+    page.fill(".cr-answer[data-answer-id=q2]", "组内标准化")
     widget = Widget(page, pages["preview"])
     assert widget.code == SAMPLE_VARIANCE
+    assert page.input_value(".cr-answer[data-answer-id=q2]") == "组内标准化"
     page.click("button[data-action=reset]")
     assert widget.code == SAMPLE_VARIANCE, "the first click only asks for confirmation"
     page.click("button[data-action=reset]")
@@ -154,6 +158,8 @@ def test_hints_open_levels_one_to_three_one_at_a_time(context, pages) -> None:
 def test_quarto_page_attaches_to_the_course_runner_div(context, pages, requests) -> None:
     widget = Widget(context.new_page(), pages["quarto"])
     assert not widget.page.is_visible(".course-runner > .cell")
+    answer_boxes = widget.page.query_selector_all(".course-answer > .cr-answer")
+    assert [box.get_attribute("data-answer-id") for box in answer_boxes] == ["q1", "q2", "q3", "explanation"]
     widget.type_code(CORRECT)
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
     assert any("/site_libs/quarto-contrib/course-runner-1.0.0/runner-worker.js" in u for u in requests.urls)
@@ -162,11 +168,11 @@ def test_quarto_page_attaches_to_the_course_runner_div(context, pages, requests)
 
 def test_downloaded_notebook_autogrades_to_full_automatic_points(context, pages, course: Course,
                                                                   tmp_path: Path) -> None:
-    from nbgrader.converters import Autograde
-
     page = context.new_page()
     widget = Widget(page, pages["preview"])
     widget.type_code(CORRECT)
+    for grade_id in ANSWER_IDS:
+        page.fill(f".cr-answer[data-answer-id={grade_id}]", f"我的{grade_id}回答")
     page.fill(".cr-student-id", "s001")
     with page.expect_download() as download:
         page.click("button[data-action=download]")
@@ -177,14 +183,18 @@ def test_downloaded_notebook_autogrades_to_full_automatic_points(context, pages,
     released = json.loads(course.release_notebook.read_text(encoding="utf-8"))
     handed_in = json.loads(downloaded.read_text(encoding="utf-8"))
     changed = [i for i, (a, b) in enumerate(zip(released["cells"], handed_in["cells"], strict=True)) if a != b]
-    assert [handed_in["cells"][i]["metadata"]["nbgrader"]["grade_id"] for i in changed] == [ANSWER_GRADE_ID]
-    assert "".join(handed_in["cells"][changed[0]]["source"]) == CORRECT
+    sources = {handed_in["cells"][i]["metadata"]["nbgrader"]["grade_id"]: "".join(handed_in["cells"][i]["source"])
+               for i in changed}
+    assert sorted(sources) == sorted([ANSWER_GRADE_ID, *ANSWER_IDS])
+    assert sources[ANSWER_GRADE_ID] == CORRECT
+    assert sources["q1"] == "**你的答案：**\n\n我的q1回答\n"
 
-    submitted = course.submitted_notebook("s001")
-    submitted.parent.mkdir(parents=True)
-    submitted.write_bytes(downloaded.read_bytes())
-    run_converter(course, Autograde, student_id="s001", create_student=True)
-    with Gradebook(course.db_url) as gradebook:
-        notebook = gradebook.find_submission_notebook(NOTEBOOK, ASSIGNMENT, "s001")
-        auto = {g.name: (g.score, g.max_score) for g in notebook.grades if g.name in AUTO_CELLS}
-    assert auto == {"test_normal": (1.5, 1.5), "test_boundary": (1.0, 1.0), "test_aggregation": (0.5, 0.5)}
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    downloaded.rename(folder / downloaded.name)
+    assert main(["grade", str(folder), "--course", str(course.root), "--jobs", "1"]) == 0
+    with course.report_csv.open(encoding="utf-8") as report:
+        row = next(r for r in csv.DictReader(report) if r["student_id"] == "s001")
+    assert {k: float(row[k]) for k in ("normal", "boundary", "aggregation", "auto_total")} == {
+        "normal": 1.5, "boundary": 1.0, "aggregation": 0.5, "auto_total": 3.0}
+    assert row["flags"] == "", row["flags"]
