@@ -1,4 +1,5 @@
-"""The student path in JupyterLab: open the work copy, type the two missing lines, run all, see it pass."""
+"""The student path in JupyterLab: open the work copy, type the two missing lines, run all, see it pass;
+`make check` (coursekit check) agrees on the saved copy and still fails the unfilled exercise."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import nbformat
 import pytest
 
 from coursekit import lab
+from coursekit.cli import main
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -110,3 +112,6 @@ def test_student_fills_the_blanks_runs_all_and_every_check_passes(lab_server, br
     saved = nbformat.read(notebook, as_version=4)
     code = next(c.source for c in saved.cells if "course-exercise" in c.metadata.get("tags", []))
     assert "______" not in code and all(text in code for text in FILLS.values())
+    lesson = str(ROOT / "lessons" / "lesson11_grpo.qmd")
+    assert main(["check", str(notebook), "--lesson", lesson]) == 0, "make check disagrees with JupyterLab"
+    assert main(["check", str(ROOT / lab.EXERCISE), "--lesson", lesson]) == 1, "make check passed the blanks"
