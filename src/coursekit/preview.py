@@ -97,13 +97,15 @@ def check_inputs(build: Build) -> None:
         MATHJAX / "tex-chtml.js": "run `make setup` (npm ci)",
         MERMAID: "run `make setup` (npm ci)",
     }
+    if build.has_runner:
+        fixes[import_runner().RELEASE_NOTEBOOK] = "run `make release` (the runner's config reads it)"
     for path, fix in fixes.items():
         if not (build.root / path).is_file():
             raise CourseError(f"{path}: missing; {fix}")
 
 
 def copy_site_assets(build: Build) -> None:
-    """Copy figures, site CSS/JS and the runner's files to the same paths in the site."""
+    """Copy the figures and the site CSS/JS to the same paths in the site."""
     for rel in SITE_ASSET_DIRS:
         copy_tree(build.root / rel, build.site_dir / rel)
 
