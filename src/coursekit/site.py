@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from coursekit import preview
@@ -70,7 +71,7 @@ def render_quarto(root: Path, quarto: str) -> int:
     return 0
 
 
-def post_render(root: Path, env: os._Environ[str] | dict[str, str]) -> int:
+def post_render(root: Path, env: Mapping[str, str]) -> int:
     """Give a Quarto-rendered site what the preview's `add_runner` step gives the preview."""
     out = env.get("QUARTO_PROJECT_OUTPUT_DIR")
     if not out:
