@@ -24,7 +24,7 @@ PROFILES = ("exercise", "solution")
 # What a Quarto render lacks that the preview has: the runner's files and its Pyodide copy.
 POST_RENDER_STEPS = (preview.copy_site_assets, preview.add_runner)
 PREVIEW_NOTICE = """\
-note: this is the no-Quarto PREVIEW (quarto is not on PATH): the executed branch notebooks as HTML via
+note: this is the no-Quarto PREVIEW ({why}): the executed branch notebooks as HTML via
       nbconvert, with the Quarto site's paths.
         exercise site: {exercise}/index.html
         solution site: {solution}/index.html
@@ -55,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
     if quarto:
         return render_quarto(root, quarto)
     sites = {name: preview.build_preview(root, name) for name in PROFILES}
-    print(PREVIEW_NOTICE.format(python=sys.executable, **{k: v.relative_to(root) for k, v in sites.items()}))
+    why = "--preview given" if args.preview else "quarto is not on PATH"
+    paths = {k: v.relative_to(root) for k, v in sites.items()}
+    print(PREVIEW_NOTICE.format(why=why, python=sys.executable, **paths))
     return 0
 
 
