@@ -26,7 +26,7 @@ from nbformat.notebooknode import NotebookNode
 
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
-from coursekit.grading.course import Course
+from coursekit.grading.course import CODE_CELL, Course
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 IGNORED_PARTS = ("__MACOSX", ".ipynb_checkpoints")
@@ -223,18 +223,15 @@ def keep_last_grade_ids(nb: NotebookNode) -> None:
 
 
 def adopt_exercise_cells(nb: NotebookNode, release: NotebookNode) -> None:
-    """Give the exercise branch's fill-in and answer cells the release's nbgrader metadata."""
-    by_role = {}
-    for cell in release.cells:
-        if "course-exercise" in cell.metadata.get("tags", []):
-            by_role["course-exercise"] = cell
-        if cell.metadata.get("course_answer_id"):
-            by_role[cell.metadata["course_answer_id"]] = cell
+    """Give the exercise branch's fill-in (tag course-exercise) and answer cells (course_answer_id)
+    the release's nbgrader metadata, so they are graded like a released notebook's."""
+    by_id = {_grade_id(c): c for c in release.cells if _grade_id(c)}
     for cell in nb.cells:
-        role = "course-exercise" if "course-exercise" in cell.metadata.get("tags", []) \
+        role = CODE_CELL if "course-exercise" in cell.metadata.get("tags", []) \
             else cell.metadata.get("course_answer_id")
-        if role in by_role and by_role[role].cell_type == cell.cell_type:
-            cell.metadata["nbgrader"] = copy.deepcopy(by_role.pop(role).metadata["nbgrader"])
+        ref = by_id.pop(role, None)
+        if ref is not None and ref.cell_type == cell.cell_type:
+            cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata["nbgrader"])
 
 
 def restore_missing_cells(nb: NotebookNode, release: NotebookNode) -> list[str]:

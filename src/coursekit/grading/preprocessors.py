@@ -49,10 +49,7 @@ class BlankSolutions(ClearSolutions):
                                   "(run 'make branches' to regenerate the source notebook)")
             cell.source = blank_answers(cell.source)
             return cell, resources
-        cell, resources = super().preprocess_cell(cell, resources, cell_index)
-        if cell.cell_type == "markdown" and utils.is_solution(cell):
-            cell.source = cell.source.rstrip()  # the prompt line stays; the empty stub leaves no blank tail
-        return cell, resources
+        return super().preprocess_cell(cell, resources, cell_index)
 
 
 class SandboxExecute(Execute):

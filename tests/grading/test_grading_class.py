@@ -1,0 +1,128 @@
+"""`coursekit grade` on a folder mixing good and bad submissions (see submission_kinds.py)."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+
+import nbformat
+import pytest
+from conftest import read_rows
+from nbgrader.api import Gradebook
+from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, expected
+
+from coursekit.cli import main
+from coursekit.grading.course import Course
+from coursekit.grading.report import COLUMNS
+
+ALL_KINDS = [*NOTEBOOK_KINDS, *FILE_KINDS, "two_notebooks", "unknown_id"]
+pytestmark = pytest.mark.slow
+
+
+def flag_names(row: dict[str, str]) -> set[str]:
+    return {f.split("(", 1)[0] for f in row["flags"].split(";") if f}
+
+
+def test_both_runs_finish_with_exit_status_zero(graded_class):
+    assert graded_class.exit_codes == (0, 0)
+
+
+def test_every_student_gets_exactly_one_row(graded_class):
+    lines = graded_class.csv_first.strip().split("\n")
+    assert lines[0] == ",".join(COLUMNS)
+    assert len(lines) - 1 == len(graded_class.students)
+    assert set(graded_class.rows) == set(graded_class.students)
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_each_kind_gets_its_expected_scores_and_flags(graded_class, kind):
+    row = graded_class.row(kind)
+    (normal, boundary, aggregation), flags = expected(kind)
+    assert (float(row["normal"]), float(row["boundary"]), float(row["aggregation"])) == \
+        (normal, boundary, aggregation), row
+    assert float(row["auto_total"]) == normal + boundary + aggregation
+    assert float(row["max_score"]) == 10
+    assert flag_names(row) == flags, row["flags"]
+
+
+def test_reference_solution_scores_full_automatic_points(graded_class):
+    row = graded_class.row("correct")
+    assert float(row["auto_total"]) == 3 and row["flags"] == ""
+    assert row["passed"] == "pending"  # the written answers still need the instructor
+
+
+@pytest.mark.parametrize("kind", ["deleted_asserts", "invalid_json", "unknown_id", "sample_variance"])
+def test_vetoed_unreadable_and_hopeless_submissions_do_not_pass(graded_class, kind):
+    assert graded_class.row(kind)["passed"] == "no"
+
+
+def test_a_second_grade_gives_the_same_csv(graded_class):
+    assert graded_class.csv_second == graded_class.csv_first
+
+
+def test_original_submissions_stay_byte_identical(graded_class):
+    assert graded_class.after == graded_class.before
+
+
+def test_memory_cap_is_named_in_the_flag(graded_class):
+    assert "memory capped at 2 GiB" in graded_class.row("memory_hog")["flags"]
+
+
+def test_huge_output_is_truncated_in_autograded_notebook_and_feedback(graded_class):
+    sid = next(s for s, k in graded_class.students.items() if k == "prints_50mb")
+    course = graded_class.course
+    assert course.autograded_notebook(sid).stat().st_size < 1_000_000
+    assert course.feedback_html(sid).stat().st_size < 1_000_000
+
+
+def test_every_graded_student_gets_feedback_html(graded_class):
+    graded = [sid for sid, kind in graded_class.students.items()
+              if kind not in FILE_KINDS and kind != "unknown_id"]
+    assert all(graded_class.course.feedback_html(sid).is_file() for sid in graded)
+
+
+def hidden_test_lines(source_notebook) -> list[str]:
+    nb = nbformat.read(source_notebook, as_version=4)
+    released = nbformat.read(str(source_notebook).replace("/source/", "/release/"), as_version=4)
+    visible = "\n".join(c.source for c in released.cells)
+    lines = []
+    for cell in nb.cells:
+        for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
+            lines += [" ".join(line.split()) for line in block.split("\n")
+                      if len(line.strip()) > 10 and line.strip() not in visible]
+    return lines
+
+
+def test_feedback_html_contains_no_hidden_test_source(graded_class):
+    hidden = hidden_test_lines(graded_class.course.source_notebook)
+    assert len(hidden) > 20
+    pages = sorted((graded_class.course.root / "feedback").rglob("*.html"))
+    assert pages
+    for page in pages:
+        text = " ".join(re.sub(r"<[^>]+>", "", html.unescape(page.read_text(encoding="utf-8"))).split())
+        leaked = [line for line in hidden if line in text]
+        assert not leaked, f"{page}: {leaked[:2]}"
+
+
+def test_manual_grades_and_veto_comments_decide_passed(graded_class, tmp_path):
+    course = Course.at(shutil.copytree(graded_class.course.root, tmp_path / "course"))
+    correct = next(s for s, k in graded_class.students.items() if k == "correct")
+    vetoed = next(s for s, k in graded_class.students.items() if k == "deleted_test_cell")
+    partial = next(s for s, k in graded_class.students.items() if k == "std_eq_zero")
+    with Gradebook(course.db_url) as gb:
+        for sid, scores in ((correct, (1, 2, 2, 2)), (vetoed, (1, 2, 2, 2)), (partial, (1, 2, 2, None))):
+            for name, score in zip(("explanation", "q1", "q2", "q3"), scores, strict=True):
+                grade = gb.find_grade(name, "lesson11", "lesson11", sid)
+                if score is not None:
+                    grade.manual_score = score
+                    grade.needs_manual_grade = False
+        gb.find_comment("q1", "lesson11", "lesson11", vetoed).manual_comment = \
+            "一票否决：结果碰巧正确但核心因果链错误"
+        gb.db.commit()
+    assert main(["report", "--course", str(course.root)]) == 0
+    rows = read_rows(course.report_csv.read_text(encoding="utf-8"))
+    assert (rows[correct]["manual_total"], rows[correct]["total"], rows[correct]["passed"]) == ("7", "10", "yes")
+    assert rows[vetoed]["passed"] == "no"
+    assert "veto(q1: 结果碰巧正确但核心因果链错误)" in rows[vetoed]["flags"].split(";")
+    assert (rows[partial]["total"], rows[partial]["passed"]) == ("7", "pending")  # 2 auto + 5 manual, q3 open
