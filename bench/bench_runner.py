@@ -1,0 +1,136 @@
+"""Benchmark of the in-browser runner on the preview's exercise page, in headless Chromium.
+
+    python bench/bench_runner.py [--repeat N]
+
+Builds the exercise preview into a temp folder (running `coursekit release` first if the release
+notebook is missing), serves it on 127.0.0.1 and, in N fresh browser contexts (empty cache and storage):
+
+- load -> first Check: from page.goto to the first Check result (Pyodide loads in between), in a
+  fresh context and again after a reload (browser cache warm);
+- second Check: click to result, as timed by the page (runner.js) and as seen from here;
+- baselines from the same run: load -> "Python ready" (what the first Check waits for) and a Run of
+  `pass` (the worker's round trip without the checks).
+
+Medians are printed with the issue's targets (first Check <= 5 s, second Check <= 200 ms); nothing is
+asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import re
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from coursekit import preview, runner
+from coursekit.cli import main as coursekit
+from coursekit.lesson import parse_lesson
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+LINE = "{name:<44} {value}"
+DONE = "n => Number(document.querySelector('.cr-widget').dataset.completed || 0) > n"
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+def build_site(out: Path) -> str:
+    """The exercise preview in `out`; return the lesson page's path inside it."""
+    if not (ROOT / runner.RELEASE_NOTEBOOK).is_file():
+        assert coursekit(["release"]) == 0, "coursekit release failed"
+    preview.build_preview(ROOT, "exercise", out)
+    return preview.BRANCHES["exercise"].lesson.target
+
+
+def click_and_wait(page: object, action: str) -> float:
+    """Click a runner button and wait for its result; return the seconds it took, seen from here."""
+    before = int(page.get_attribute(".cr-widget", "data-completed") or 0)
+    start = time.perf_counter()
+    page.click(f"button[data-action={action}]")
+    page.wait_for_function(DONE, arg=before, timeout=120_000)
+    return time.perf_counter() - start
+
+
+def page_ms(page: object) -> float:
+    """The duration runner.js printed in its status line ('检查完成（N 毫秒）')."""
+    return float(re.search(r"（(\d+) 毫秒）", page.inner_text(".cr-status"))[1])
+
+
+def first_check(page: object, url: str) -> tuple[float, float]:
+    """Load the page and click Check at once; return (seconds to Python ready, to the Check result)."""
+    start = time.perf_counter()
+    page.goto(url)
+    page.wait_for_selector(".cr-widget")
+    before = int(page.get_attribute(".cr-widget", "data-completed") or 0)
+    page.click("button[data-action=check]")
+    page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
+    ready = time.perf_counter() - start
+    page.wait_for_function(DONE, arg=before, timeout=120_000)
+    return ready, time.perf_counter() - start
+
+
+def measure(browser: object, url: str, code: str) -> dict[str, float]:
+    context = browser.new_context()
+    page = context.new_page()
+    key = f"course-runner:v1:{urlsplit(url).path}:lesson11:code"  # runner.js's saved-work key
+    page.add_init_script(f"localStorage.setItem({json.dumps(key)}, {json.dumps(code)})")
+    ready, first = first_check(page, url)
+    passed = page.get_attribute(".cr-summary", "data-passed")
+    second = click_and_wait(page, "check")
+    second_in_page = page_ms(page) / 1000
+    page.fill(".cr-editor", "pass\n")
+    run_pass = click_and_wait(page, "run")
+    _, reload_first = first_check(page, url)  # same context: HTTP cache (and V8's code cache) warm
+    context.close()
+    return {"ready": ready, "first": first, "second": second, "second_in_page": second_in_page,
+            "run_pass": run_pass, "reload_first": reload_first, "passed": float(passed)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="fresh page loads to measure (default 3)")
+    args = parser.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    code = parse_lesson(ROOT / runner.LESSON).reference_code
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "_site"
+        target = build_site(site)
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{server.server_port}/{target}"
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            runs = [measure(browser, url, code) for _ in range(args.repeat)]
+            browser.close()
+        server.shutdown()
+    med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    print(LINE.format(name="runs (fresh contexts)", value=args.repeat))
+    print(LINE.format(name="checks passed (of 3), median", value=f"{med['passed']:.0f}"))
+    print(LINE.format(name="load -> Python ready (s)  [baseline]", value=f"{med['ready']:.2f}"))
+    print(LINE.format(name="load -> first Check result (s)", value=f"{med['first']:.2f}  (target <= 5 s)"))
+    print(LINE.format(name="first Check / Python ready", value=f"{med['first'] / med['ready']:.2f}"))
+    print(LINE.format(name="reload -> first Check result (s)", value=f"{med['reload_first']:.2f}"))
+    in_page = med["second_in_page"] * 1000
+    print(LINE.format(name="second Check, in page (ms)", value=f"{in_page:.0f}  (target <= 200 ms)"))
+    print(LINE.format(name="second Check, click to result (ms)", value=f"{med['second'] * 1000:.0f}"))
+    print(LINE.format(name="Run `pass`, click to result (ms)  [baseline]", value=f"{med['run_pass'] * 1000:.0f}"))
+    print(LINE.format(name="second Check / Run `pass`", value=f"{med['second'] / med['run_pass']:.2f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
