@@ -1,0 +1,128 @@
+"""The release, check, grade (from a .zip), report and formgrader commands, through coursekit's CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+import zipfile
+
+import nbformat
+import pytest
+from conftest import REPO, read_rows
+from submission_kinds import k_correct, k_sample_variance
+
+from coursekit.cli import main
+from coursekit.grading.course import Course
+from coursekit.grading.formgrader import command
+from coursekit.lesson import parse_lesson
+
+LESSON = REPO / "lessons" / "lesson11_grpo.qmd"
+
+
+def grade_id(cell):
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def test_release_shows_the_exercise_branch_fill_in_and_keeps_questions(released_course, tmp_path):
+    assert main(["release", "--course", str(released_course.root), "--to", str(tmp_path)]) == 0
+    released = nbformat.read(tmp_path / "lesson11.ipynb", as_version=4)
+    exercise = nbformat.read(REPO / "exercises" / "lesson11_grpo.ipynb", as_version=4)
+    fill_in = next(c for c in released.cells if grade_id(c) == "group_advantages")
+    tagged = next(c for c in exercise.cells if "course-exercise" in c.metadata.get("tags", []))
+    assert fill_in.source == tagged.source == parse_lesson(LESSON).blank_code
+    text = "\n".join(c.source for c in released.cells)
+    for stub in ("NotImplementedError", "YOUR ANSWER HERE", "BEGIN HIDDEN TESTS", "BEGIN SOLUTION"):
+        assert stub not in text
+    ids = [grade_id(c) for c in released.cells]
+    for answer in ("q1", "q2", "q3"):
+        question = released.cells[ids.index(answer) - 1]
+        assert question.source.startswith(f"### {answer.upper()}") and question.metadata.nbgrader.locked
+        assert released.cells[ids.index(answer)].source.startswith("**你的答案：**")
+
+
+def write_nb(path, nb):
+    path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_check_passes_the_reference_solution(released_course, tmp_path, capsys):
+    nb = k_correct(nbformat.read(released_course.release_notebook, as_version=4))
+    assert main(["check", str(write_nb(tmp_path / "mine.ipynb", nb)), "--lesson", str(LESSON)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("✓") == 4 and "3/3" in out
+
+
+def test_check_names_the_failing_check_and_exits_nonzero(released_course, tmp_path, capsys):
+    nb = k_sample_variance(nbformat.read(released_course.release_notebook, as_version=4))
+    assert main(["check", str(write_nb(tmp_path / "mine.ipynb", nb)), "--lesson", str(LESSON)]) == 1
+    out = capsys.readouterr().out
+    assert "✗ 边界输入（1 分）：第 2 行 `assert group_advantages([1.]) == [0.]` 未通过（ZeroDivisionError" in out
+    assert "✓ 长度聚合与 GSPO" in out
+
+
+def test_check_counts_unfilled_blanks_as_failure(released_course, capsys):
+    assert main(["check", str(released_course.release_notebook), "--lesson", str(LESSON)]) == 1
+    assert "还有 2 处 ______ 没有填写" in capsys.readouterr().out
+
+
+def test_check_rejects_a_file_that_is_not_a_notebook(tmp_path, capsys):
+    bad = tmp_path / "bad.ipynb"
+    bad.write_text("{")
+    assert main(["check", str(bad)]) == 1
+    assert capsys.readouterr().err.startswith(f"error: {bad}: not valid JSON")
+
+
+@pytest.mark.slow
+def test_grade_reads_a_zip_and_leaves_it_unchanged(released_course, tmp_path):
+    course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
+    base = nbformat.read(course.release_notebook, as_version=4)
+    archive = tmp_path / "lms.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("gina.ipynb", json.dumps(k_correct(copy.deepcopy(base))))
+        zf.writestr("hank/submission/hw.ipynb", json.dumps(base))
+        zf.writestr("ivan.ipynb", "")
+    before = archive.read_bytes()
+    assert main(["grade", str(archive), "--course", str(course.root), "--jobs", "1"]) == 0
+    rows = read_rows(course.report_csv.read_text(encoding="utf-8"))
+    assert {sid: (row["auto_total"], row["passed"]) for sid, row in rows.items()} == {
+        "gina": ("3", "pending"), "hank": ("0.5", "no"), "ivan": ("0", "no")}
+    assert archive.read_bytes() == before
+
+
+def test_report_before_any_grading_is_a_one_line_error(released_course, tmp_path, capsys):
+    course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
+    assert main(["report", "--course", str(course.root)]) == 1
+    assert "run 'make grade SUBMISSIONS=...' first" in capsys.readouterr().err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_formgrader_serves_the_course_on_localhost(released_course):
+    port = free_port()
+    env = {**os.environ, "JUPYTER_TOKEN": "coursekit-test"}
+    proc = subprocess.Popen(command(released_course, port), cwd=released_course.root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/formgrader/manage_assignments?token=coursekit-test"
+        page = ""
+        for _ in range(60):
+            try:
+                page = urllib.request.urlopen(url, timeout=2).read().decode()
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert "nbgrader" in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

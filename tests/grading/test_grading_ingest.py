@@ -1,0 +1,110 @@
+"""Finding and reading submissions: layouts, student ids, several notebooks, broken files, zips."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import zipfile
+
+import nbformat
+import pytest
+from conftest import make_course
+
+from coursekit.errors import CourseError
+from coursekit.grading import flags as F
+from coursekit.grading.ingest import find_candidates, read_notebook, restore_missing_cells, select_notebook
+
+
+@pytest.fixture
+def course(tmp_path):
+    return make_course(tmp_path / "course")
+
+
+def write(path, data: bytes = b"{}", mtime: int | None = None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    if mtime:
+        os.utime(path, (mtime, mtime))
+    return path
+
+
+def test_flat_nested_and_mixed_layouts_map_to_student_ids(course, tmp_path):
+    subs = tmp_path / "subs"
+    write(subs / "alice.ipynb")
+    write(subs / "bob" / "whatever.ipynb")
+    write(subs / "bob" / ".ipynb_checkpoints" / "whatever-checkpoint.ipynb")
+    write(subs / "carol.IPYNB")
+    write(subs / "notes.txt")
+    write(subs / "__MACOSX" / "._alice.ipynb")
+    found = find_candidates(course, subs)
+    assert sorted(found) == ["alice", "bob", "carol"]
+    assert [c.label for c in found["bob"]] == ["bob/whatever.ipynb"]
+
+
+def test_the_newest_of_several_notebooks_is_graded_and_flagged(tmp_path, course):
+    subs = tmp_path / "subs"
+    write(subs / "dave" / "b_old.ipynb", mtime=1_600_000_000)
+    write(subs / "dave" / "a_new.ipynb", mtime=1_700_000_000)
+    entry = select_notebook("dave", find_candidates(course, subs)["dave"])
+    assert entry.source == "dave/a_new.ipynb"
+    assert F.flag_name(entry.flags[0]) == F.MULTIPLE_NOTEBOOKS
+
+
+@pytest.mark.parametrize("name", ["Bad Name!", "../etc", ".hidden", "名字", "a" * 65])
+def test_names_outside_the_student_id_rule_are_flagged_not_graded(name):
+    entry = select_notebook(name, [])
+    assert [F.flag_name(f) for f in entry.flags] == [F.UNKNOWN_STUDENT_ID] and not entry.gradable
+
+
+@pytest.mark.parametrize("data, problem", [
+    (b"", "empty file"),
+    (b"   \n", "empty file"),
+    (b'{"cells": [', "not valid JSON"),
+    (b"\xff\xfe\x00", "not UTF-8"),
+    (b'{"hello": 1}', "not a Jupyter notebook"),
+    (b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "code"}]}',
+     "not a valid notebook"),
+])
+def test_broken_files_are_reported_with_the_reason(tmp_path, data, problem):
+    notebook, reason = read_notebook(write(tmp_path / "x.ipynb", data))
+    assert notebook is None and problem in reason
+
+
+def test_duplicate_cell_ids_are_made_unique_the_same_way_every_time(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1"), nbformat.v4.new_code_cell("2")])
+    nb.cells[1].id = nb.cells[0].id
+    path = tmp_path / "dup.ipynb"
+    path.write_text(json.dumps(nb))
+    first, _ = read_notebook(path)
+    second, _ = read_notebook(path)
+    assert len({c.id for c in first.cells}) == 2
+    assert [c.id for c in first.cells] == [c.id for c in second.cells]
+
+
+def test_deleted_test_cells_go_back_after_the_cell_before_them(released_course):
+    release = nbformat.read(released_course.release_notebook, as_version=4)
+    nb = copy.deepcopy(release)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    nb.cells = [c for c, gid in zip(nb.cells, ids, strict=True) if gid not in ("test_normal", "test_boundary")]
+    assert restore_missing_cells(nb, release) == ["test_normal", "test_boundary"]
+    assert [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells] == ids
+
+
+def test_zip_members_outside_the_archive_are_skipped(course, tmp_path):
+    archive = tmp_path / "class.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("erin.ipynb", "{}")
+        zf.writestr("../evil.ipynb", "{}")
+        zf.writestr("frank/hw.ipynb", "{}")
+    found = find_candidates(course, archive)
+    assert sorted(found) == ["erin", "frank"]
+    assert found["frank"][0].label == "class.zip:frank/hw.ipynb"
+    assert not (tmp_path / "evil.ipynb").exists() and not (course.ingest_dir / "evil.ipynb").exists()
+
+
+def test_a_path_that_is_neither_folder_nor_zip_is_a_one_line_error(course, tmp_path):
+    with pytest.raises(CourseError, match="not a folder or a .zip"):
+        find_candidates(course, write(tmp_path / "x.ipynb"))
+    with pytest.raises(CourseError, match="no such file"):
+        find_candidates(course, tmp_path / "missing")
