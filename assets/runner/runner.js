@@ -22,6 +22,7 @@
   const DEFAULT_TIME_LIMIT_S = 10;
   const RESET_CONFIRM_MS = 4000;
   const INDENT = "    ";
+  const MAX_OUTPUT_CHARS = 50000; // more output than this is cut, so a print loop cannot swamp the page
 
   // ------------------------------------------------------------------ locations
 
@@ -343,13 +344,26 @@
       this.root.dataset.busy = busy ? "true" : "false";
     }
 
-    appendOutput(name, text) {
+    // Streamed output stops at MAX_OUTPUT_CHARS; `always` is for the runner's own messages.
+    appendOutput(name, text, always = false) {
+      if (always) {
+        this.output.append(el("span", { class: `cr-${name}`, text }));
+        return;
+      }
+      if (this.outputChars > MAX_OUTPUT_CHARS) return;
+      this.outputChars += text.length;
+      if (this.outputChars > MAX_OUTPUT_CHARS) text = "\n（输出过长，后面的部分未显示）\n";
       this.output.append(el("span", { class: `cr-${name}`, text }));
+    }
+
+    clearOutput() {
+      this.output.textContent = "";
+      this.outputChars = 0;
     }
 
     async execute(kind) {
       this.setBusy(true);
-      this.output.textContent = "";
+      this.clearOutput();
       if (kind === "check") this.checks.replaceChildren(el("p", { class: "cr-pending", text: "正在检查…" }));
       this.status.textContent = kind === "run" ? "正在运行…" : "正在检查…";
       const started = performance.now();
@@ -364,7 +378,7 @@
         this.status.textContent = `${kind === "run" ? "运行" : "检查"}完成（${ms} 毫秒）`;
       } catch (err) {
         const message = err instanceof StoppedError ? err.message : `出错：${err.message}`;
-        this.appendOutput("stderr", `${message}\n`);
+        this.appendOutput("stderr", `${message}\n`, true);
         if (kind === "check") this.checks.replaceChildren(el("p", { class: "cr-stopped", text: message }));
         this.status.textContent = err instanceof StoppedError ? "已停止，正在重新启动 Python…" : message;
       } finally {
@@ -374,7 +388,7 @@
     }
 
     showRun(result) {
-      if (result.error) this.appendOutput("stderr", result.error);
+      if (result.error) this.appendOutput("stderr", result.error, true);
       if (!this.output.textContent) this.output.textContent = "（运行结束，没有输出）";
     }
 
@@ -410,7 +424,7 @@
       this.editor.value = this.config.starter_code;
       this.store.remove("code");
       this.checks.replaceChildren();
-      this.output.textContent = "";
+      this.clearOutput();
       this.status.textContent = "已恢复为初始填空";
     }
 

@@ -138,6 +138,11 @@ def test_infinite_loop_is_stopped_and_the_page_stays_usable(context, pages, time
     output = widget.run()  # no Stop this time: the time limit ends it
     assert f"运行超过 {time_limit_s:g} 秒" in output
 
+    widget.type_code('while True:\n    print("刷屏")\n')  # a print loop floods the page with output
+    output = widget.run()
+    assert "输出过长" in output and len(output) < 60_000
+    assert f"运行超过 {time_limit_s:g} 秒" in output
+
     widget.type_code(CORRECT)
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
 
