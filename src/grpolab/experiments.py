@@ -151,3 +151,28 @@ def advantage_comparison(cfg: GRPOConfig, estimators: Sequence[str] = ("grpo", "
         out["curves"][name] = {"acc_mean": acc.mean(0).tolist(), "acc_std": acc.std(0).tolist(),
                                "final_acc": _spread(acc[:, -1].tolist())}
     return out
+
+
+# ---- the demo's configurations --------------------------------------------------------------------
+def demo_configs(device: str = "cpu", steps: int = 150, batch: int = 32, group_size: int = 8,
+                 variant: str = "grpo", seed: int = 0, sweep_steps: int = 80,
+                 length_steps: int = 120) -> dict[str, GRPOConfig]:
+    """The configs of the demo notebook's sections, by section letter.
+
+    a, d, e: 128 prompts, 8 answer digits, a prior that makes some prompts start all-right/all-wrong.
+    b: 512 prompts that share no solution, so covering few prompts per step costs something.
+    c: 2 answer digits (accuracy starts at 50%), 1024 prompts and a small lr so groups stay mixed
+       for long, beta = 0 so only the aggregation acts on length.
+    """
+    from .toy import ToyTask
+
+    base = GRPOConfig(task=ToyTask(num_prompts=128, num_digits=8, seed=seed), steps=steps,
+                      batch_prompts=batch, group_size=group_size, advantage=variant, seed=seed, device=device)
+    return {
+        "a": base,
+        "b": dataclasses.replace(base, task=ToyTask(num_prompts=512, seed=seed), steps=sweep_steps),
+        "c": dataclasses.replace(base, task=ToyTask(num_prompts=1024, num_digits=2, seed=seed), steps=length_steps,
+                                 lr=0.003, kl_coef=0.0, prior_scale=0.5),
+        "d": dataclasses.replace(base, group_size=16),
+        "e": dataclasses.replace(base, steps=sweep_steps),
+    }

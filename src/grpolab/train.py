@@ -107,8 +107,7 @@ def train(cfg: GRPOConfig, progress: bool = False, log_every: int = 0) -> TrainR
         policy.eval()
         tokens, mask = policy.sample(prompts, gen)  # (N, T), (N, T)
         with torch.no_grad():
-            old_logp = policy.log_probs(prompts, tokens)  # (N, T)
-            ref_logp = reference.log_probs(prompts, tokens)  # (N, T)
+            ref_logp = reference.log_probs(prompts, tokens) if cfg.kl_coef else None  # (N, T)
             p_success = policy.success_prob(prompt_ids, answers)  # (B,) exact, for the theory curve
             acc = float(policy.success_prob(all_prompts, answers).mean())
 
@@ -129,24 +128,31 @@ def train(cfg: GRPOConfig, progress: bool = False, log_every: int = 0) -> TrainR
         policy.train()
         for k in range(inner):
             logp = policy.log_probs(prompts[keep], tokens[keep])  # (n, T)
+            if k == 0:
+                old_logp = logp.detach()  # pi_old = the policy that sampled; ratio is 1 at k = 0
             m = mask[keep]
             if cfg.ratio_level == "token":
-                surrogate, clipped = clipped_surrogate(token_log_ratio(logp, old_logp[keep]), advantages[keep],
+                surrogate, clipped = clipped_surrogate(token_log_ratio(logp, old_logp), advantages[keep],
                                                        cfg.eps_low, cfg.eps_high)  # (n, T)
                 policy_loss = aggregate_loss(surrogate, m, cfg.aggregation, cfg.task.max_len)
                 clip_frac = float((clipped & m).sum() / m.sum())
             else:  # GSPO: one geometric-mean ratio per response, (n,)
-                seq_lr = sequence_log_ratio(logp, old_logp[keep], m)
+                seq_lr = sequence_log_ratio(logp, old_logp, m)
                 surrogate, clipped = clipped_surrogate(seq_lr, advantages[keep], cfg.eps_low, cfg.eps_high)
                 policy_loss = surrogate.mean()
                 clip_frac = float(clipped.float().mean())
-            kl = k3_kl(logp, ref_logp[keep])  # (n, T)
-            loss = policy_loss + cfg.kl_coef * aggregate_loss(kl, m, cfg.aggregation, cfg.task.max_len)
+            loss = policy_loss
+            if ref_logp is not None:
+                kl = k3_kl(logp, ref_logp[keep])  # (n, T)
+                loss = loss + cfg.kl_coef * aggregate_loss(kl, m, cfg.aggregation, cfg.task.max_len)
+            elif k == 0:  # beta = 0: KL is still logged, against the frozen reference, without a gradient
+                with torch.no_grad():
+                    kl = k3_kl(logp, reference.log_probs(prompts[keep], tokens[keep]))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             if k == 0:
-                kl_value = float((kl.detach() * m).sum() / m.sum())
+                kl_value = float((kl.detach() * m).sum() / m.sum())  # KL of pi_old, token mean
                 clip_value, loss_value = clip_frac, float(loss.detach())
             else:
                 clip_value = clip_frac  # report the last inner step's clip fraction

@@ -1,0 +1,82 @@
+"""The demo notebook runs end to end (tiny config), and the committed demo numbers are reproducible.
+
+What is compared with the committed assets/figs/demo_*.json (numbers, not PNG bytes):
+- demo_training.json (section a): the whole per-step history of the default 150-step run and its config;
+- demo_std_weight.json (section d): sigma and per-prompt weights of the 128 sampled groups;
+- demo_grpo_vs_rloo.json (section e): the advantages of the three estimators on the sampled batch.
+Sections b, c and e's training curves (about 2.5 minutes on 2 CPU cores) are not re-run here.
+"""
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from grpolab import experiments as ex
+from grpolab.train import train
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGS = ROOT / "assets" / "figs"
+NOTEBOOK = ROOT / "lessons" / "lesson11_grpo_demo.ipynb"
+SECTIONS = ("training", "group_size", "length_bias", "std_weight", "grpo_vs_rloo")
+TOL = 2e-4  # numbers are stored rounded to 4 digits
+
+
+def committed(name: str) -> dict:
+    return json.loads((FIGS / f"demo_{name}.json").read_text())
+
+
+def assert_close(got, want, path="") -> None:
+    if isinstance(want, dict):
+        assert set(got) == set(want), path
+        for k in want:
+            assert_close(got[k], want[k], f"{path}.{k}")
+    elif isinstance(want, list):
+        assert len(got) == len(want), path
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_close(g, w, f"{path}[{i}]")
+    elif isinstance(want, float):
+        assert got is not None and abs(got - want) <= TOL, f"{path}: {got} != {want}"
+    else:
+        assert got == want, path
+
+
+def test_committed_demo_outputs_exist_and_notebook_states_its_run():
+    for name in SECTIONS:
+        assert (FIGS / f"demo_{name}.png").stat().st_size > 10_000
+        assert (FIGS / f"demo_{name}.json").exists()
+    text = NOTEBOOK.read_text()
+    assert "device=" in text and "torch " in text and "总耗时" in text, "the committed run states device/torch/time"
+
+
+@pytest.mark.slow
+def test_section_a_history_matches_committed_numbers():
+    cfg = ex.demo_configs(device="cpu")["a"]
+    want = committed("training")
+    assert ex.round_floats(dataclasses.asdict(cfg)) == want["config"]
+    got = ex.round_floats(train(cfg).history)
+    assert_close(got, want["history"], "history")
+
+
+def test_sections_d_and_e_batch_numbers_match_committed():
+    cfgs = ex.demo_configs(device="cpu")
+    assert_close(ex.round_floats(ex.std_weighting(cfgs["d"], num_groups=128)), committed("std_weight"))
+    got_e = ex.advantage_comparison(cfgs["e"], seeds=())
+    assert_close(ex.round_floats(got_e["batch"]), committed("grpo_vs_rloo")["batch"], "batch")
+
+
+@pytest.mark.slow
+def test_notebook_runs_end_to_end_with_a_tiny_config(tmp_path):
+    papermill = pytest.importorskip("papermill")
+    out_dir = tmp_path / "figs"
+    papermill.execute_notebook(
+        str(NOTEBOOK), str(tmp_path / "out.ipynb"), cwd=str(NOTEBOOK.parent), progress_bar=False,
+        kernel_name="python3", parameters={"device": "cpu", "steps": 4, "sweep_steps": 3, "length_steps": 3,
+                                           "num_seeds": 1, "fig_dir": str(out_dir)},
+    )
+    for name in SECTIONS:
+        assert (out_dir / f"demo_{name}.png").exists() and (out_dir / f"demo_{name}.json").exists()
+    run = json.loads((out_dir / "demo_training.json").read_text())
+    assert len(run["history"]["step"]) == 5
+    assert sys.executable  # kernel python3 is the project's .venv kernel
