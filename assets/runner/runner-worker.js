@@ -1,10 +1,14 @@
 // Course runner worker (a module worker, as Pyodide 314 requires): loads Pyodide once, then runs the student's code ("run") or the visible
 // checks against it ("check"). The page terminates and recreates this worker to stop a runaway run.
 //
-// Messages in:  {type: "init", indexURL}
+// Messages in:  {type: "boot", configURL, root, pyodideURL}  (first worker of a page: fetch the
+//                 config, answer {type: "config", config, indexURL}, and when config.preload is
+//                 true start Pyodide right away)
+//               {type: "init", indexURL}                    (start Pyodide; once per worker)
 //               {type: "run", id, code}
 //               {type: "check", id, code, checks: [{id, title, code}]}
-// Messages out: {type: "ready"} | {type: "init-error", message}
+// Messages out: {type: "config", config, indexURL} | {type: "config-error", message}
+//               {type: "ready"} | {type: "init-error", message}
 //               {type: "stream", id, name: "stdout"|"stderr", text}
 //               {type: "done", id, result}   (run: {error}, check: {setup_error, results: [...]})
 
@@ -12,6 +16,7 @@ let pyodide = null;
 let runPython = null; // the helpers below, as Python callables
 let checkPython = null;
 let currentId = null;
+let initStarted = false;
 
 // Python side: exec with a named source (so tracebacks show the student's lines), and a check
 // runner that mirrors nbgrader: the answer cell first (errors recorded, not fatal), then each
@@ -79,7 +84,24 @@ function stream(name) {
   return { batched: (text) => postMessage({ type: "stream", id: currentId, name, text: text + "\n" }) };
 }
 
+async function boot({ configURL, root, pyodideURL }) {
+  let config;
+  try {
+    const response = await fetch(configURL);
+    if (!response.ok) throw new Error(`${new URL(configURL).pathname}: HTTP ${response.status}`);
+    config = await response.json();
+  } catch (err) {
+    postMessage({ type: "config-error", message: String(err && err.message ? err.message : err) });
+    return;
+  }
+  const indexURL = new URL(pyodideURL || config.pyodide_url || "assets/pyodide/", root).href;
+  postMessage({ type: "config", config, indexURL });
+  if (config.preload) init(indexURL);
+}
+
 async function init(indexURL) {
+  if (initStarted) return;
+  initStarted = true;
   try {
     const { loadPyodide } = await import(new URL("pyodide.mjs", indexURL).href);
     pyodide = await loadPyodide({ indexURL, stdout: stream("stdout").batched, stderr: stream("stderr").batched });
@@ -110,7 +132,9 @@ function execute(message) {
 
 self.onmessage = (event) => {
   const message = event.data;
-  if (message.type === "init") {
+  if (message.type === "boot") {
+    boot(message);
+  } else if (message.type === "init") {
     init(message.indexURL);
   } else if (message.type === "run" || message.type === "check") {
     execute(message);

@@ -10,13 +10,17 @@
 // Where it reads from, relative to the site root:
 //   assets/runner/runner-config.json   (written by coursekit.runner.write_config)
 //   assets/pyodide/                    (or config "pyodide_url", e.g. a CDN folder ending in "/")
-// The site root is the host's data-runner-root, else Quarto's <meta name="quarto:offset">, else
-// two folders above this script (assets/runner/runner.js). data-runner-config and
-// data-pyodide-url on the host override the config and Pyodide locations.
+// The site root is this <script> tag's data-runner-root, else Quarto's <meta name="quarto:offset">,
+// else two folders above this script (assets/runner/runner.js). data-runner-config and
+// data-pyodide-url on the <script> tag override the config and Pyodide locations.
+//
+// Start-up: the config is fetched as soon as this script runs; when it says "preload" (the exercise
+// page) Pyodide starts loading at once, before the page is even parsed; the widget attaches when
+// the document is parsed. Load this file with `async` (see coursekit.runner.head_tags).
 (() => {
   "use strict";
 
-  const SCRIPT_SRC = document.currentScript ? document.currentScript.src : location.href;
+  const SCRIPT = document.currentScript || { dataset: {}, src: location.href };
   const HOST_SELECTOR = ".course-runner, .celltag_course-exercise";
   const ANSWER_SELECTOR = ".course-answer, .celltag_course-answer";
   const DEFAULT_TIME_LIMIT_S = 10;
@@ -26,66 +30,101 @@
 
   // ------------------------------------------------------------------ locations
 
-  function siteRoot(host) {
-    if (host.dataset.runnerRoot !== undefined) return new URL(host.dataset.runnerRoot || "./", location.href);
+  function siteRoot() {
+    if (SCRIPT.dataset.runnerRoot !== undefined) return new URL(SCRIPT.dataset.runnerRoot || "./", location.href);
     const meta = document.querySelector('meta[name="quarto:offset"]');
     if (meta) return new URL(meta.content || "./", location.href);
-    return new URL("../../", SCRIPT_SRC);
-  }
-
-  function locations(host, root, config) {
-    const pyodide = host.dataset.pyodideUrl || config.pyodide_url || "assets/pyodide/";
-    return {
-      worker: new URL("runner-worker.js", SCRIPT_SRC).href,
-      pyodide: new URL(pyodide, root).href,
-    };
-  }
-
-  async function loadConfig(host, root) {
-    const url = new URL(host.dataset.runnerConfig || "assets/runner/runner-config.json", root);
-    const response = await fetch(url);
-    if (!response.ok) throw new Error(`${url.pathname}: HTTP ${response.status}`);
-    return response.json();
+    return new URL("../../", SCRIPT.src);
   }
 
   // ------------------------------------------------------------------ Python in a worker
 
   class StoppedError extends Error {}
 
-  // One warm worker; a stop or a time-out terminates it and starts a fresh one.
+  // One warm worker; a stop or a time-out terminates it and starts a fresh one. The first worker
+  // also fetches the config and, when it says "preload", starts Pyodide at once: none of that
+  // waits for the page's main thread, which is busy parsing and typesetting the lesson.
   class PythonSession {
-    constructor(workerURL, indexURL, onState) {
+    constructor(workerURL, root) {
       this.workerURL = workerURL;
-      this.indexURL = indexURL;
-      this.onState = onState;
+      this.indexURL = null;
+      this.listener = null;
       this.nextId = 1;
       this.job = null;
-      this.start();
+      this.config = new Promise((resolve, reject) => {
+        this.configured = { resolve, reject };
+      });
+      this.config.catch(() => {});
+      this.spawn();
+      this.worker.postMessage({
+        type: "boot",
+        configURL: new URL(SCRIPT.dataset.runnerConfig || "assets/runner/runner-config.json", root).href,
+        root: root.href,
+        pyodideURL: SCRIPT.dataset.pyodideUrl || null,
+      });
     }
 
-    start() {
-      this.onState("loading");
+    // The widget may subscribe after start-up began: it gets the current state at once.
+    subscribe(listener) {
+      this.listener = listener;
+      listener(this.state, this.detail);
+    }
+
+    onState(state, detail) {
+      this.state = state;
+      this.detail = detail;
+      if (this.listener) this.listener(state, detail);
+    }
+
+    close() {
+      this.worker.terminate();
+    }
+
+    spawn() {
       this.worker = new Worker(this.workerURL, { type: "module" });
+      this.started = false;
       this.ready = new Promise((resolve, reject) => {
+        const fail = (message) => {
+          this.onState("error", message);
+          this.configured.reject(new Error(message));
+          reject(new Error(message));
+        };
         this.worker.onmessage = (event) => {
           const msg = event.data;
-          if (msg.type === "ready") {
+          if (msg.type === "config") {
+            this.indexURL = msg.indexURL;
+            if (msg.config.preload) this.markStarted();
+            this.configured.resolve(msg.config);
+          } else if (msg.type === "config-error" || msg.type === "init-error") {
+            fail(msg.message);
+          } else if (msg.type === "ready") {
             this.onState("ready");
             resolve();
-          } else if (msg.type === "init-error") {
-            this.onState("error", msg.message);
-            reject(new Error(msg.message));
           } else {
             this.receive(msg);
           }
         };
-        this.worker.onerror = (event) => {
-          this.onState("error", event.message);
-          reject(new Error(event.message));
-        };
+        this.worker.onerror = (event) => fail(event.message || "runner-worker.js failed to load");
       });
       this.ready.catch(() => {});
+    }
+
+    markStarted() {
+      this.started = true;
+      this.onState("loading");
+    }
+
+    // Make sure Pyodide is loading (after a "preload" config it already is).
+    ensureStarted() {
+      if (this.started) return;
+      this.markStarted();
       this.worker.postMessage({ type: "init", indexURL: this.indexURL });
+    }
+
+    restart() {
+      this.worker.terminate();
+      this.spawn();
+      this.ensureStarted();
     }
 
     receive(msg) {
@@ -123,10 +162,7 @@
       if (!this.job) return;
       const started = this.job.timer !== null;
       this.finish().reject(new StoppedError(reason));
-      if (started) {
-        this.worker.terminate();
-        this.start();
-      }
+      if (started) this.restart();
     }
   }
 
@@ -240,14 +276,15 @@
   // ------------------------------------------------------------------ the widget
 
   class Runner {
-    constructor(host, config, places) {
+    constructor(host, config, session) {
       this.host = host;
       this.config = config;
       this.store = makeStore(config.lesson_id);
       this.timeLimitS = Number(config.time_limit_s) || DEFAULT_TIME_LIMIT_S;
       this.build();
       this.answers = this.buildAnswers();
-      this.session = new PythonSession(places.worker, places.pyodide, (state, detail) => this.setState(state, detail));
+      this.session = session;
+      session.subscribe((state, detail) => this.setState(state, detail));
     }
 
     build() {
@@ -468,20 +505,40 @@
 
   // ------------------------------------------------------------------ start
 
-  async function attach() {
-    const host = document.querySelector(HOST_SELECTOR);
-    if (!host) return;
-    const root = siteRoot(host);
-    let config;
-    try {
-      config = await loadConfig(host, root);
-    } catch (err) {
-      host.prepend(el("p", { class: "cr-load-error", text: `在线练习无法加载配置：${err.message}` }));
+  function whenParsed(callback) {
+    if (document.readyState !== "loading") {
+      callback();
       return;
     }
-    host.courseRunner = new Runner(host, config, locations(host, root, config));
+    document.addEventListener("readystatechange", function parsed() {
+      document.removeEventListener("readystatechange", parsed);
+      callback();
+    });
   }
 
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", attach);
-  else attach();
+  async function boot() {
+    const session = new PythonSession(new URL("runner-worker.js", SCRIPT.src).href, siteRoot());
+    let config;
+    try {
+      config = await session.config;
+    } catch (err) {
+      session.close();
+      whenParsed(() => {
+        const host = document.querySelector(HOST_SELECTOR);
+        if (host) host.prepend(el("p", { class: "cr-load-error", text: `在线练习无法加载：${err.message}` }));
+      });
+      return;
+    }
+    whenParsed(() => {
+      const host = document.querySelector(HOST_SELECTOR);
+      if (!host) {
+        session.close();
+        return;
+      }
+      session.ensureStarted();
+      host.courseRunner = new Runner(host, config, session);
+    });
+  }
+
+  boot();
 })();

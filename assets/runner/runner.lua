@@ -1,9 +1,9 @@
 --[[
 runner.lua — Quarto filter that wires the course runner (runner.js) into the exercise page.
 
-It finds the exercise cell and wraps it in `<div class="course-runner" data-runner-root="...">`;
-runner.js replaces that div's content with the editor (Run / Check / Stop, hints, saved work,
-"download notebook"). It also adds runner.js / runner.css as an HTML dependency, with
+It finds the exercise cell and wraps it in `<div class="course-runner">`; runner.js replaces that
+div's content with the editor (Run / Check / Stop, hints, saved work, "download notebook"). It also
+adds runner.js (async, with data-runner-root) / runner.css as an HTML dependency, with
 runner-worker.js copied beside runner.js (the page starts the worker from there).
 
 The exercise cell is found as (first that applies):
@@ -13,29 +13,16 @@ The exercise cell is found as (first that applies):
   - a CodeBlock with that attribute.
 
 The runner reads its config and Pyodide from the site root (`assets/runner/runner-config.json`,
-`assets/pyodide/`); `coursekit site --post-render` puts them there. `data-runner-root` is the
-page's relative path to the project root, from `quarto.doc.project_output_file()`; without it
-runner.js falls back to `<meta name="quarto:offset">`.
+`assets/pyodide/`); `coursekit site --post-render` puts them there. The script's
+`data-runner-root` is the page's relative path to the project root, from
+`quarto.doc.project_output_file()`; without it runner.js falls back to `<meta name="quarto:offset">`.
 
 Use in _quarto.yml:   filters: [assets/runner/runner.lua]
 ]]
 
-local DEPENDENCY = {
-  name = "course-runner",
-  version = "1.0.0",
-  scripts = { { path = "runner.js", attribs = { defer = "defer" } } },
-  stylesheets = { "runner.css" },
-  resources = { { name = "runner-worker.js", path = "runner-worker.js" } },
-}
+local VERSION = "1.0.0"
 
 local dependency_added = false
-
-local function add_dependency()
-  if not dependency_added then
-    quarto.doc.add_html_dependency(DEPENDENCY)
-    dependency_added = true
-  end
-end
 
 -- "../" once per folder between the page and the project root, or nil outside a project.
 local function root_offset()
@@ -45,6 +32,26 @@ local function root_offset()
   end
   local _, depth = string.gsub(output, "/", "")
   return string.rep("../", depth)
+end
+
+-- runner.js is loaded async (it starts Pyodide before the page is parsed) and told the site root.
+local function add_dependency()
+  if dependency_added then
+    return
+  end
+  local attribs = { async = "async" }
+  local offset = root_offset()
+  if offset ~= nil then
+    attribs["data-runner-root"] = offset
+  end
+  quarto.doc.add_html_dependency({
+    name = "course-runner",
+    version = VERSION,
+    scripts = { { path = "runner.js", attribs = attribs } },
+    stylesheets = { "runner.css" },
+    resources = { { name = "runner-worker.js", path = "runner-worker.js" } },
+  })
+  dependency_added = true
 end
 
 local function is_exercise(el)
@@ -71,12 +78,7 @@ local function wrap(el)
     return nil
   end
   add_dependency()
-  local attributes = {}
-  local offset = root_offset()
-  if offset ~= nil then
-    attributes["data-runner-root"] = offset
-  end
-  return pandoc.Div({ el }, pandoc.Attr("", { "course-runner" }, attributes))
+  return pandoc.Div({ el }, pandoc.Attr("", { "course-runner" }))
 end
 
 return {

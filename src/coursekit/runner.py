@@ -42,9 +42,13 @@ HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS", "### BEGIN S
 
 
 def head_tags(root: str) -> str:
-    """The tags a page needs to load the runner; `root` is the page's relative path to the site root."""
+    """The tags a page needs to load the runner; `root` is the page's relative path to the site root.
+
+    `async`, not `defer`: the runner then starts Pyodide while the page is still being parsed instead of
+    after the page's deferred scripts (MathJax, Mermaid) have run.
+    """
     return (f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n'
-            f'<script defer src="{root}assets/runner/runner.js"></script>\n')
+            f'<script async src="{root}assets/runner/runner.js" data-runner-root="{root}"></script>\n')
 
 
 def read_release_notebook(path: Path) -> dict:
@@ -104,6 +108,7 @@ def build_config(lesson: Lesson, notebook: dict, branch: str, *, pyodide_url: st
         "version": 1,
         "lesson_id": RELEASE_NOTEBOOK.parent.name,
         "branch": branch,
+        "preload": branch == "exercise",  # start Pyodide before the page is parsed: it has the exercise
         "starter_code": lesson.blank_code,
         "checks": check_groups(lesson),
         "hints": hint_levels(lesson, branch),
