@@ -97,6 +97,7 @@ def test_grade_reads_a_zip_and_leaves_it_unchanged(released_course, tmp_path):
 
 def test_report_before_any_grading_is_a_one_line_error(released_course, tmp_path, capsys):
     course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
+    shutil.rmtree(course.ingest_dir, ignore_errors=True)  # the shared course may be graded already
     assert main(["report", "--course", str(course.root)]) == 1
     assert "run 'make grade SUBMISSIONS=...' first" in capsys.readouterr().err
 

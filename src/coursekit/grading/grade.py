@@ -3,11 +3,11 @@
 Steps, in order (each a function below):
   ensure_released  -> gradebook and release notebook exist and are current
   ingest           -> one Entry per student; gradable copies in submitted/ (originals only read)
-  execute          -> parallel workers: nbgrader autograde against a private gradebook copy, output
+  execute          -> parallel workers: nbgrader autograde against private gradebook copies, output
                       to .ingest/executed/ (the kernels run here; the real gradebook is not touched)
-  record           -> nbgrader autograde into the real gradebook, one student at a time, replaying
-                      the executed outputs (sqlite sees one writer only)
-  feedback         -> nbgrader generate_feedback, hidden test source removed
+  record           -> as each worker finishes: nbgrader autograde into the real gradebook in this
+                      process, replaying the executed outputs (sqlite sees one writer only)
+  feedback         -> nbgrader generate_feedback for that student, hidden test source removed
   report           -> .ingest/lesson11.json (rows and flags) and reports/lesson11.csv
 """
 
@@ -62,37 +62,38 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     """Run every step; return the report rows."""
     ensure_released(course)
     entries = ingest(course, submissions.resolve())
-    gradable = [e for e in entries if e.gradable]
-    failures = execute(course, [e.student_id for e in gradable], jobs, timeout)
-    for entry in tqdm(gradable, desc="record + feedback", unit="nb", file=sys.stderr):
-        record(course, entry, failures.get(entry.student_id))
-        feedback(course, entry.student_id)
+    gradable = {e.student_id: e for e in entries if e.gradable}
+    bar = tqdm(total=len(gradable), desc="grade", unit="nb", file=sys.stderr)
+    for student_id, failure in execute(course, list(gradable), jobs, timeout):
+        record(course, gradable[student_id], failure)  # overlaps with the workers still executing
+        feedback(course, student_id)
+        bar.update()
+    bar.close()
     write_manifest(course, submissions, entries)
     return write_report(course)
 
 
 # ---------------------------------------------------------------- execute (parallel)
 
-def execute(course: Course, student_ids: list[str], jobs: int, timeout: int | None) -> dict[str, str]:
-    """Execute each submission in a worker; return {student_id: failure message} for failed ones."""
+def execute(course: Course, student_ids: list[str], jobs: int, timeout: int | None):
+    """Execute each submission in a worker; yield (student_id, failure message or None) as each ends."""
     executed = course.ingest_dir / "executed"
     shutil.rmtree(executed, ignore_errors=True)
-    failures: dict[str, str] = {}
-    bar = tqdm(total=len(student_ids), desc="autograde", unit="nb", file=sys.stderr)
+    executed.mkdir(parents=True)
+    snapshot = course.ingest_dir / "worker-gradebook.db"  # fixed copy: record() writes the real one meanwhile
+    shutil.copyfile(course.root / "gradebook.db", snapshot)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(execute_one, str(course.root), sid, str(executed), timeout): sid
+        futures = {pool.submit(execute_one, str(course.root), sid, str(executed), str(snapshot), timeout): sid
                    for sid in student_ids}
         for future in as_completed(futures):
             try:
                 future.result()
+                yield futures[future], None
             except Exception as exc:  # one student's failure must not stop the class
-                failures[futures[future]] = str(exc).replace("\n", " ")[:200]
-            bar.update()
-    bar.close()
-    return failures
+                yield futures[future], str(exc).replace("\n", " ")[:200]
 
 
-def execute_one(root: str, student_id: str, executed: str, timeout: int | None) -> None:
+def execute_one(root: str, student_id: str, executed: str, snapshot: str, timeout: int | None) -> None:
     """Worker: nbgrader autograde of one student against a private copy of the gradebook."""
     course = Course(Path(root))
     config = Config(course.config)
@@ -100,7 +101,7 @@ def execute_one(root: str, student_id: str, executed: str, timeout: int | None) 
         config.SandboxExecute.timeout = timeout
     with tempfile.TemporaryDirectory(prefix="ck-grade-") as tmp:
         db = Path(tmp) / "gradebook.db"
-        shutil.copyfile(course.root / "gradebook.db", db)
+        shutil.copyfile(snapshot, db)
         config.CourseDirectory.db_url = f"sqlite:///{db}"
         config.CourseDirectory.autograded_directory = executed
         run_converter(course, Autograde, student_id, config, force=True, create_student=True)

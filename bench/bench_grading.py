@@ -1,0 +1,101 @@
+"""Benchmark: plain sequential `nbgrader autograde` vs `coursekit grade` on the same 60 submissions.
+
+Both use autograder/nbgrader_config.py (so the same sandboxed kernel and limits) with a 3 s cell
+timeout. `coursekit grade` also ingests, writes feedback HTML and the report; plain nbgrader only
+autogrades the notebooks `coursekit grade` put in submitted/ (it cannot read the broken files).
+Prints both wall times, their ratio, and whether the automatic scores agree. No speed target: this
+sets the baseline. Run: .venv/bin/python bench/bench_grading.py
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from nbgrader.api import Gradebook
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "grading"))
+
+from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class  # noqa: E402
+
+from coursekit.cli import main as coursekit  # noqa: E402
+from coursekit.grading.course import AUTO_CELLS, Course  # noqa: E402
+from coursekit.grading.release import release  # noqa: E402
+
+SUBMISSIONS = 60  # write_class adds two students (two notebooks, bad id) to the kinds listed
+TIMEOUT = "3"
+
+
+def make_course(root: Path) -> Course:
+    root.mkdir(parents=True)
+    shutil.copyfile(REPO / "autograder" / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copytree(REPO / "autograder" / "source", root / "source")
+    course = Course.at(root)
+    release(course)
+    return course
+
+
+def time_coursekit_grade(course: Course, folder: Path) -> tuple[float, dict]:
+    start = time.perf_counter()
+    code = coursekit(["grade", str(folder), "--course", str(course.root), "--timeout", TIMEOUT])
+    elapsed = time.perf_counter() - start
+    assert code == 0, "coursekit grade failed"
+    with open(course.report_csv, encoding="utf-8") as f:
+        scores = {row["student_id"]: tuple(float(row[c]) for c in AUTO_CELLS.values())
+                  for row in csv.DictReader(f)}
+    return elapsed, scores
+
+
+def time_plain_nbgrader(course: Course, submitted: Path) -> tuple[float, dict]:
+    shutil.copytree(submitted, course.root / "submitted")
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "lesson11", "--force",
+                    f"--SandboxExecute.timeout={TIMEOUT}"], cwd=course.root, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    elapsed = time.perf_counter() - start
+    scores = {}
+    with Gradebook(course.db_url) as gb:
+        for student in sorted(p.name for p in submitted.iterdir()):
+            try:
+                nb = gb.find_submission_notebook("lesson11", "lesson11", student)
+            except Exception:
+                scores[student] = None
+                continue
+            grades = {g.name: g.score or 0.0 for g in nb.grades}
+            scores[student] = tuple(grades[c] for c in AUTO_CELLS)
+    return elapsed, scores
+
+
+def main() -> int:
+    kinds = list(itertools.islice(itertools.cycle([*NOTEBOOK_KINDS, *FILE_KINDS]), SUBMISSIONS - 2))
+    with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+        tmp = Path(tmp)
+        fast = make_course(tmp / "coursekit")
+        plain = make_course(tmp / "plain")
+        folder = tmp / "lms"
+        students = write_class(fast.release_notebook, folder, kinds)
+        fast_s, fast_scores = time_coursekit_grade(fast, folder)
+        plain_s, plain_scores = time_plain_nbgrader(plain, fast.root / "submitted")
+    agree = [sid for sid, s in plain_scores.items() if s == fast_scores.get(sid)]
+    differ = sorted(set(plain_scores) - set(agree))
+    print(f"bench_grading: {len(students)} submissions ({len(plain_scores)} gradable), cell timeout {TIMEOUT} s, "
+          f"{os.cpu_count()} cores")
+    print(f"  plain sequential nbgrader autograde : {plain_s:7.1f} s (autograde only)")
+    print(f"  coursekit grade (make grade)        : {fast_s:7.1f} s (ingest + autograde + feedback + report)")
+    print(f"  ratio plain / coursekit             : {plain_s / fast_s:7.2f}x")
+    print(f"  automatic scores agree              : {len(agree)}/{len(plain_scores)}"
+          + (f"; differ: {', '.join(differ)}" if differ else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
