@@ -145,7 +145,7 @@ def advantage_comparison(cfg: GRPOConfig, estimators: Sequence[str] = ("grpo", "
     centred_vs_rloo = float((adv["dr_grpo"] - (g - 1) / g * adv["rloo"]).abs().max())
     out: dict = {"G": g, "batch": {name: a.reshape(-1).tolist() for name, a in adv.items()},
                  "max_abs_dr_grpo_minus_scaled_rloo": centred_vs_rloo, "curves": {}}
-    for name in estimators:
+    for name in estimators if seeds else ():  # no seeds: the batch comparison only
         runs = [train(_seed_cfg(cfg, s, advantage=name), progress=progress) for s in seeds]
         acc = np.array([r.history["acc"] for r in runs])
         out["curves"][name] = {"acc_mean": acc.mean(0).tolist(), "acc_std": acc.std(0).tolist(),

@@ -50,7 +50,8 @@ def test_reward_is_first_token_match():
 
 def test_initial_groups_are_mixed_all_wrong_and_all_right():
     cfg = dataclasses.replace(demo_configs()["a"], steps=0, batch_prompts=128)
-    probs = build_policy(cfg, torch.device("cpu")).success_prob(torch.arange(128), cfg.task.answers())
+    with torch.no_grad():
+        probs = build_policy(cfg, torch.device("cpu")).success_prob(torch.arange(128), cfg.task.answers())
     g = cfg.group_size
     all_wrong, all_right = float(((1 - probs) ** g).mean()), float((probs**g).mean())
     assert all_wrong > 0.2 and all_right > 0.005 and 1 - all_wrong - all_right > 0.2
@@ -84,4 +85,4 @@ def test_cpu_smoke_run_reward_rises():
     h = train(cfg).history
     start, end = sum(h["reward"][:5]) / 5, sum(h["reward"][-10:]) / 10
     assert h["acc"][0] <= 0.3 and start <= 0.3
-    assert h["acc"][-1] >= 0.7 and end >= 0.6
+    assert h["acc"][-1] >= 0.7 and end >= 0.7
