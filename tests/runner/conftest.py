@@ -1,6 +1,7 @@
 """Runner fixtures: an nbgrader course in a temp folder, a served fixture site, one Chromium.
 
-The fixture site holds two pages with the real runner files, config and Pyodide copy:
+The fixture site holds two pages with the real runner files, config and Pyodide copy (and, under
+`preview/`, the real exercise preview built by coursekit.preview):
 `exercises/lesson11_grpo.html` in the shape of the nbconvert preview (cell tag class) and
 `quarto/lesson11_grpo.html` in the shape of a Quarto page after runner.lua (runner.js loaded from
 site_libs/, `.course-runner` wrapper with data-runner-root). The config's time limit is 3 s.
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from coursekit import runner
+from coursekit import preview, runner
+from coursekit.cli import main
 from coursekit.grading.course import CONFIG_FILE, Course
 from coursekit.grading.release import release
 
@@ -86,9 +88,22 @@ def base_url(site: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def pages(base_url: str) -> dict[str, str]:
-    """{"preview": URL, "quarto": URL} of the two fixture pages."""
-    return {"preview": base_url + PREVIEW_PAGE, "quarto": base_url + QUARTO_PAGE}
+def preview_site(site: Path) -> Path:
+    """The real exercise preview (coursekit.preview), built into the fixture site's `preview/` folder.
+
+    Its runner config comes from the project's release notebook, made by `coursekit release` when
+    missing (as `make site` would)."""
+    if not (ROOT / runner.RELEASE_NOTEBOOK).is_file():
+        assert main(["release"]) == 0, "coursekit release failed; the preview's runner config needs it"
+    return preview.build_preview(ROOT, "exercise", site / "preview")
+
+
+@pytest.fixture(scope="session")
+def pages(base_url: str, preview_site: Path) -> dict[str, str]:
+    """URLs of the fixture pages ("preview", "quarto") and of the real preview's lesson page ("real")."""
+    real = preview.BRANCHES["exercise"].lesson.target
+    return {"preview": base_url + PREVIEW_PAGE, "quarto": base_url + QUARTO_PAGE,
+            "real": f"{base_url}{preview_site.name}/{real}"}
 
 
 @pytest.fixture(scope="session")

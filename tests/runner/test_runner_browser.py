@@ -203,3 +203,13 @@ def test_downloaded_notebook_autogrades_to_full_automatic_points(context, pages,
     assert {k: float(row[k]) for k in ("normal", "boundary", "aggregation", "auto_total")} == {
         "normal": 1.5, "boundary": 1.0, "aggregation": 0.5, "auto_total": 3.0}
     assert row["flags"] == "", row["flags"]
+
+
+def test_real_preview_page_checks_and_offers_answer_boxes(context, pages, requests) -> None:
+    widget = Widget(context.new_page(), pages["real"])
+    boxes = widget.page.query_selector_all(".celltag_course-answer > .cr-answer")
+    assert [box.get_attribute("data-answer-id") for box in boxes] == ANSWER_IDS
+    widget.type_code(CORRECT)
+    assert [status for status, _ in widget.check().values()] == ["pass"] * 3
+    assert requests.off_host() == []
+    assert requests.errors == []
