@@ -126,3 +126,5 @@ def test_manual_grades_and_veto_comments_decide_passed(graded_class, tmp_path):
     assert rows[vetoed]["passed"] == "no"
     assert "veto(q1: 结果碰巧正确但核心因果链错误)" in rows[vetoed]["flags"].split(";")
     assert (rows[partial]["total"], rows[partial]["passed"]) == ("7", "pending")  # 2 auto + 5 manual, q3 open
+    feedback = course.feedback_html(correct).read_text(encoding="utf-8")
+    assert "lesson11 (Score: 10.0 / 10.0)" in feedback  # make report rewrites feedback with manual grades

@@ -24,13 +24,14 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import nbformat
-from nbgrader.converters import Autograde, GenerateFeedback
+from nbgrader.converters import Autograde
 from tqdm import tqdm
 from traitlets.config import Config
 
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
 from coursekit.grading.course import ASSIGNMENT, DEFAULT_ROOT, NOTEBOOK, Course, run_converter
+from coursekit.grading.feedback import write_feedback
 from coursekit.grading.ingest import Entry, ingest
 from coursekit.grading.preprocessors import ReplayExecution, SandboxExecute
 from coursekit.grading.release import ensure_released
@@ -66,7 +67,7 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     bar = tqdm(total=len(gradable), desc="grade", unit="nb", file=sys.stderr)
     for student_id, failure in execute(course, list(gradable), jobs, timeout):
         record(course, gradable[student_id], failure)  # overlaps with the workers still executing
-        feedback(course, student_id)
+        write_feedback(course, student_id)
         bar.update()
     bar.close()
     write_manifest(course, submissions, entries)
@@ -126,12 +127,6 @@ def record(course: Course, entry: Entry, failure: str | None) -> None:
     entry.flags.extend(F.execution_flags(ran, f"memory capped at {memory / (1 << 30):g} GiB"))
     submitted = nbformat.read(course.submitted_notebook(entry.student_id), as_version=4)
     entry.flags.extend(F.fabricated_outputs(submitted, ran, config.CapOutput.get("max_chars", 20000)))
-
-
-def feedback(course: Course, student_id: str) -> None:
-    config = Config(course.config)
-    config.HTMLExporter.template_name = "feedback"
-    run_converter(course, GenerateFeedback, student_id, config, force=True)
 
 
 def write_manifest(course: Course, submissions: Path, entries: list[Entry]) -> None:

@@ -16,10 +16,12 @@ import argparse
 import csv
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
+from tqdm import tqdm
 
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
@@ -33,6 +35,7 @@ from coursekit.grading.course import (
     PASS_SCORE,
     Course,
 )
+from coursekit.grading.feedback import write_feedback
 
 COLUMNS = ("student_id", "normal", "boundary", "aggregation", "auto_total", "manual_total", "total",
            "max_score", "passed", "flags")
@@ -80,11 +83,17 @@ class Row:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
+    parser.add_argument("--no-feedback", action="store_true",
+                        help="do not regenerate the feedback HTML (by default it is rewritten so "
+                        "students see the manual grades and comments)")
 
 
 def run(args: argparse.Namespace) -> int:
     course = Course.at(args.course)
     rows = write_report(course)
+    if not args.no_feedback:
+        for row in tqdm([r for r in rows if r.graded], desc="feedback", unit="nb", file=sys.stderr):
+            write_feedback(course, row.student_id)
     print(summary_line(rows, course.report_csv))
     return 0
 
