@@ -33,7 +33,7 @@ from coursekit.grading import flags as F
 from coursekit.grading.course import ASSIGNMENT, DEFAULT_ROOT, NOTEBOOK, Course, run_converter
 from coursekit.grading.feedback import write_feedback
 from coursekit.grading.ingest import Entry, ingest
-from coursekit.grading.preprocessors import ReplayExecution, SandboxExecute
+from coursekit.grading.preprocessors import CapOutput, ReplayExecution, SandboxExecute
 from coursekit.grading.release import ensure_released
 from coursekit.grading.report import summary_line, write_report
 
@@ -98,6 +98,8 @@ def execute_one(root: str, student_id: str, executed: str, snapshot: str, timeou
     """Worker: nbgrader autograde of one student against a private copy of the gradebook."""
     course = Course(Path(root))
     config = Config(course.config)
+    # Only run and cap the cells here; record() applies the rest of the pipeline and saves the grades.
+    config.Autograde.autograde_preprocessors = [SandboxExecute, CapOutput]
     if timeout is not None:
         config.SandboxExecute.timeout = timeout
     with tempfile.TemporaryDirectory(prefix="ck-grade-") as tmp:
