@@ -11,6 +11,7 @@
 //               {type: "ready"} | {type: "init-error", message}
 //               {type: "stream", id, name: "stdout"|"stderr", text}
 //               {type: "done", id, result}   (run: {error}, check: {setup_error, results: [...]})
+//               {type: "fatal", id, message} (the interpreter died; the page replaces this worker)
 
 let pyodide = null;
 let runPython = null; // the helpers below, as Python callables
@@ -116,17 +117,23 @@ async function init(indexURL) {
   }
 }
 
+// A JavaScript-level failure here (Pyodide's "fatal error", e.g. the wasm stack overflowing) leaves
+// the interpreter unusable: report it as "fatal" and let the page start a fresh worker.
 function execute(message) {
   currentId = message.id;
-  let json;
-  if (message.type === "run") {
-    json = runPython(message.code);
-  } else {
-    const checks = pyodide.toPy(message.checks);
-    json = checkPython(message.code, checks);
-    checks.destroy();
+  try {
+    let json;
+    if (message.type === "run") {
+      json = runPython(message.code);
+    } else {
+      const checks = pyodide.toPy(message.checks);
+      json = checkPython(message.code, checks);
+      checks.destroy();
+    }
+    postMessage({ type: "done", id: message.id, result: JSON.parse(json) });
+  } catch (err) {
+    postMessage({ type: "fatal", id: message.id, message: String(err && err.message ? err.message : err) });
   }
-  postMessage({ type: "done", id: message.id, result: JSON.parse(json) });
   currentId = null;
 }
 

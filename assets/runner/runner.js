@@ -131,6 +131,10 @@
       if (!this.job || msg.id !== this.job.id) return;
       if (msg.type === "stream") this.job.onStream(msg.name, msg.text);
       if (msg.type === "done") this.finish().resolve(msg.result);
+      if (msg.type === "fatal") {
+        this.finish().reject(new StoppedError(`Python 内部出错（${msg.message.split("\n")[0]}），已重新启动。`));
+        this.restart();
+      }
     }
 
     finish() {

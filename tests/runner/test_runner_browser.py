@@ -147,6 +147,14 @@ def test_infinite_loop_is_stopped_and_the_page_stays_usable(context, pages, time
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
 
 
+def test_a_crashed_interpreter_is_replaced(context, pages) -> None:
+    widget = Widget(context.new_page(), pages["preview"])
+    widget.type_code("import os\nos._exit(1)\n")  # ends the interpreter itself, not just the code
+    assert "Python 内部出错（Program terminated with exit(1)），已重新启动。" in widget.run()
+    widget.type_code(CORRECT)
+    assert [status for status, _ in widget.check().values()] == ["pass"] * 3
+
+
 def test_hints_open_levels_one_to_three_one_at_a_time(context, pages) -> None:
     page = context.new_page()
     Widget(page, pages["preview"])
