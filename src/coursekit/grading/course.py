@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from nbgrader.coursedir import CourseDirectory
+from nbgrader.utils import capture_log
 from traitlets.config import Config, PyFileConfigLoader
 
 from coursekit.errors import CourseError
@@ -91,8 +92,6 @@ def run_converter(course: Course, converter: type, student_id: str = "*", config
 
     Raises CourseError carrying the end of nbgrader's log when the converter fails.
     """
-    from nbgrader.utils import capture_log
-
     put_venv_on_path()
     cfg = config or course.config
     coursedir = course.coursedir(cfg)

@@ -42,8 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("submissions", type=Path, nargs="?",
                         help="folder of <student_id>.ipynb or <student_id>/<any>.ipynb, or a .zip of either")
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
-    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                        help="notebooks executed in parallel (default: 2, or 1 on one core)")
+    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                        help="notebooks executed in parallel (default: the number of cores, at most 8)")
     parser.add_argument("--timeout", type=int, default=None,
                         help="seconds per cell (default: SandboxExecute.timeout in nbgrader_config.py)")
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shutil
+import time
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -107,9 +109,6 @@ def _candidate(path: Path, root: Path, prefix: str) -> Candidate:
 
 def extract_zip(archive: Path, target: Path) -> Path:
     """Extract safely (no absolute paths, no `..`, bounded size); keep the members' dates."""
-    import os
-    import time
-
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
