@@ -215,9 +215,18 @@
 
   // ------------------------------------------------------------------ editor keys
 
+  // Replace the selection with `text`, keeping the browser's undo history when it can.
+  function insertText(editor, text) {
+    if (!document.execCommand("insertText", false, text)) {
+      editor.setRangeText(text, editor.selectionStart, editor.selectionEnd, "end");
+      editor.dispatchEvent(new Event("input"));
+    }
+  }
+
   function indentKeys(editor, onShortcut) {
     let escaped = false;
     editor.addEventListener("keydown", (event) => {
+      if (event.isComposing || event.keyCode === 229) return; // an input method (拼音) owns the keys
       if (event.key === "Escape") {
         escaped = true;
         return;
@@ -230,17 +239,14 @@
       if (event.key === "Tab" && !escaped) {
         event.preventDefault();
         if (event.shiftKey) dedentLine(editor);
-        else editor.setRangeText(INDENT, editor.selectionStart, editor.selectionEnd, "end");
-        editor.dispatchEvent(new Event("input"));
+        else insertText(editor, INDENT);
         return;
       }
       if (event.key === "Enter" && !event.shiftKey) {
         event.preventDefault();
         const before = editor.value.slice(0, editor.selectionStart);
         const line = before.slice(before.lastIndexOf("\n") + 1);
-        const indent = line.match(/^\s*/)[0] + (/:\s*$/.test(line) ? INDENT : "");
-        editor.setRangeText("\n" + indent, editor.selectionStart, editor.selectionEnd, "end");
-        editor.dispatchEvent(new Event("input"));
+        insertText(editor, "\n" + line.match(/^\s*/)[0] + (/:\s*$/.test(line) ? INDENT : ""));
       }
       escaped = false;
     });
@@ -249,7 +255,12 @@
   function dedentLine(editor) {
     const start = editor.value.lastIndexOf("\n", editor.selectionStart - 1) + 1;
     const removable = editor.value.slice(start, start + INDENT.length).match(/^ */)[0].length;
-    if (removable) editor.setRangeText("", start, start + removable, "end");
+    if (!removable) return;
+    editor.setSelectionRange(start, start + removable);
+    if (!document.execCommand("delete")) {
+      editor.setRangeText("", start, start + removable, "end");
+      editor.dispatchEvent(new Event("input"));
+    }
   }
 
   // ------------------------------------------------------------------ hand-in notebook
@@ -312,7 +323,7 @@
       this.checks = el("div", { class: "cr-checks", "aria-live": "polite" });
       this.output = el("pre", { class: "cr-output", "aria-live": "polite" });
       this.hintList = el("div", { class: "cr-hint-list" });
-      this.hintButton = button("hint", "");
+      this.hintButton = button("hint", "", "打开下一级提示");
       const hints = el("aside", { class: "cr-hints" }, el("div", { class: "cr-hints-title", text: "提示" }),
                        this.hintList, this.hintButton);
       if (!c.hints.length) hints.hidden = true;

@@ -107,6 +107,24 @@ def test_run_shows_stdout_and_the_traceback(context, pages) -> None:
     assert widget.page.query_selector(".cr-output .cr-stderr") is not None
 
 
+def test_editor_keys_indent_dedent_and_keep_undo(context, pages) -> None:
+    page = context.new_page()
+    Widget(page, pages["preview"])
+    page.fill(".cr-editor", "")
+    page.click(".cr-editor")
+    page.keyboard.type("def f():")
+    page.keyboard.press("Enter")
+    page.keyboard.type("return 1")
+    assert page.input_value(".cr-editor") == "def f():\n    return 1"
+    page.keyboard.press("Shift+Tab")
+    assert page.input_value(".cr-editor") == "def f():\nreturn 1"
+    page.keyboard.press("Control+z")
+    assert page.input_value(".cr-editor") == "def f():\n    return 1"
+    page.keyboard.press("End")
+    page.keyboard.press("Tab")
+    assert page.input_value(".cr-editor") == "def f():\n    return 1    "
+
+
 def test_reload_keeps_the_code_and_start_over_restores_the_blanks(context, pages) -> None:
     page = context.new_page()
     widget = Widget(page, pages["preview"])
