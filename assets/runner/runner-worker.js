@@ -1,5 +1,6 @@
-// Course runner worker (a module worker, as Pyodide 314 requires): loads Pyodide once, then runs the student's code ("run") or the visible
-// checks against it ("check"). The page terminates and recreates this worker to stop a runaway run.
+// Course runner worker (a module worker, as Pyodide 314 requires): loads Pyodide once, then runs the
+// student's code ("run") or the visible checks against it ("check"). The page terminates and
+// recreates this worker to stop a runaway run.
 //
 // Messages in:  {type: "boot", configURL, root, pyodideURL}  (first worker of a page: fetch the
 //                 config, answer {type: "config", config, indexURL}, and when config.preload is
@@ -23,7 +24,7 @@ let initStarted = false;
 // runner that mirrors nbgrader: the answer cell first (errors recorded, not fatal), then each
 // check group in the same namespace, each passing or failing on its own.
 const PYTHON_HELPERS = String.raw`
-import json, linecache, sys, traceback
+import json, linecache, traceback
 
 def _course_exec(source, filename, ns):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -81,8 +82,9 @@ def _course_check(source, checks):
     return json.dumps(out)
 `;
 
+// Pyodide hands over output line by line; each line goes to the page with the current job's id.
 function stream(name) {
-  return { batched: (text) => postMessage({ type: "stream", id: currentId, name, text: text + "\n" }) };
+  return (text) => postMessage({ type: "stream", id: currentId, name, text: text + "\n" });
 }
 
 async function boot({ configURL, root, pyodideURL }) {
@@ -105,9 +107,7 @@ async function init(indexURL) {
   initStarted = true;
   try {
     const { loadPyodide } = await import(new URL("pyodide.mjs", indexURL).href);
-    pyodide = await loadPyodide({ indexURL, stdout: stream("stdout").batched, stderr: stream("stderr").batched });
-    pyodide.setStdout(stream("stdout"));
-    pyodide.setStderr(stream("stderr"));
+    pyodide = await loadPyodide({ indexURL, stdout: stream("stdout"), stderr: stream("stderr") });
     pyodide.runPython(PYTHON_HELPERS);
     runPython = pyodide.globals.get("_course_run");
     checkPython = pyodide.globals.get("_course_check");
