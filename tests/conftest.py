@@ -17,8 +17,8 @@ def _seed_exercise_cell(seed_text: str) -> str:
 @pytest.fixture(scope="session")
 def seed_exercise_cell() -> str:
     """The seed's exercise cell: read from ../shared/seed when present (CI), else the committed copy of it."""
-    fixture = (ROOT / "tests" / "fixtures" / "seed_exercise_cell.py").read_text(encoding="utf-8")
+    fixture = (ROOT / "tests" / "fixtures" / "seed_exercise_cell.txt").read_text(encoding="utf-8")
     for seed in sorted(SEED_DIR.glob("*.txt")):
         from_seed = _seed_exercise_cell(seed.read_text(encoding="utf-8"))
-        assert from_seed == fixture, f"tests/fixtures/seed_exercise_cell.py has drifted from {seed}"
+        assert from_seed == fixture, f"tests/fixtures/seed_exercise_cell.txt has drifted from {seed}"
     return fixture
