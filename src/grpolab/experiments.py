@@ -17,7 +17,7 @@ from .toy import reward_fn
 from .train import GRPOConfig, build_policy, resolve_device, train
 
 
-def round_floats(obj, ndigits: int = 4):
+def round_floats(obj: object, ndigits: int = 4) -> object:
     """obj with every float rounded to ndigits (NaN -> None), recursively through dicts and lists."""
     if isinstance(obj, float):
         return None if math.isnan(obj) else round(obj, ndigits)
