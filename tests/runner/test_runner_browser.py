@@ -153,10 +153,7 @@ def test_infinite_loop_is_stopped_and_the_page_stays_usable(context, pages, time
     assert "已停止" in page.inner_text(".cr-output")
     assert page.evaluate("1 + 1") == 2  # the page's own thread was never blocked
 
-    output = widget.run()  # no Stop this time: the time limit ends it
-    assert f"运行超过 {time_limit_s:g} 秒" in output
-
-    widget.type_code('while True:\n    print("刷屏")\n')  # a print loop floods the page with output
+    widget.type_code('while True:\n    print("刷屏")\n')  # floods the page; no Stop: the time limit ends it
     output = widget.run()
     assert "输出过长" in output and len(output) < 60_000
     assert f"运行超过 {time_limit_s:g} 秒" in output
