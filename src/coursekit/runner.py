@@ -166,6 +166,8 @@ def write_config(site_dir: Path, branch: str, *, lesson_path: Path = LESSON,
     out = Path(site_dir) / "assets" / "runner"
     out.mkdir(parents=True, exist_ok=True)
     for name in RUNNER_FILES:
+        if not (RUNNER_SOURCE / name).is_file():
+            raise CourseError(f"{RUNNER_SOURCE / name}: runner file missing; restore assets/runner/ from git")
         shutil.copyfile(RUNNER_SOURCE / name, out / name)
     path = out / CONFIG_NAME
     path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

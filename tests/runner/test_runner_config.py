@@ -30,6 +30,11 @@ def test_check_groups_are_the_visible_test_cells_with_their_titles(release_noteb
     assert config["starter_code"] == LESSON_11.blank_code
 
 
+def test_only_the_exercise_site_preloads_pyodide(release_notebook) -> None:
+    assert runner.build_config(LESSON_11, release_notebook, "exercise")["preload"] is True
+    assert runner.build_config(LESSON_11, release_notebook, "solution")["preload"] is False
+
+
 def test_exercise_hints_stop_at_level_three_and_solution_adds_the_answer(release_notebook) -> None:
     exercise = runner.build_config(LESSON_11, release_notebook, "exercise")["hints"]
     solution = runner.build_config(LESSON_11, release_notebook, "solution")["hints"]
