@@ -70,8 +70,11 @@ def _qmd_nodes(lesson: Lesson, nodes: list[Node], branch: str) -> list[str]:
 def _qmd_code(lesson: Lesson, cell: Code, branch: str) -> list[str]:
     if cell.role == "test":
         return []
-    if cell.role == "exercise":
-        options, body = {"course_role": "exercise", "eval": "false"}, lesson.blank_code
+    if cell.role == "exercise" and branch == "exercise":  # the runner (assets/runner) turns it into an editor
+        return ["::: {.course-exercise}", "```{python}", "#| course_role: exercise", "#| eval: false",
+                lesson.blank_code, "```", ":::"]
+    if cell.role == "exercise":  # the solution page shows the task as posed, unexecuted, without the runner
+        options, body = {"eval": "false"}, lesson.blank_code
     elif cell.role == "solution":
         options, body = {"course_role": "solution"}, lesson.reference_code
     else:
