@@ -161,6 +161,13 @@ def k_fabricated(nb):
     return nb
 
 
+def k_tampering(nb):
+    """Wrong code that tries to swallow failed asserts through IPython: still fails, and is flagged."""
+    k_std_eq_zero(nb)
+    _code(nb).source += "\nget_ipython().set_custom_exc((AssertionError,), lambda *args, **kwargs: None)"
+    return nb
+
+
 def k_exercise_branch(nb):
     """The exercise branch's notebook (no nbgrader metadata, no test cells), solved."""
     return solve(nbformat.read(EXERCISE, as_version=4))
@@ -185,6 +192,7 @@ NOTEBOOK_KINDS = {
     "prints_50mb": (k_prints_50mb, (1.5, 1, 0.5), set()),
     "fabricated": (k_fabricated, (1.5, 0, 0.5), {"fabricated_outputs"}),
     "exercise_branch": (k_exercise_branch, (1.5, 1, 0.5), {"exercise_notebook"}),
+    "tampering": (k_tampering, (1.5, 0, 0.5), {"suspicious_code"}),
 }
 FILE_KINDS = {
     # kind: (file bytes, expected flag names); never graded, so scores are 0
