@@ -108,3 +108,14 @@ def test_a_path_that_is_neither_folder_nor_zip_is_a_one_line_error(course, tmp_p
         find_candidates(course, write(tmp_path / "x.ipynb"))
     with pytest.raises(CourseError, match="no such file"):
         find_candidates(course, tmp_path / "missing")
+
+
+def test_a_zip_of_a_folder_is_read_inside_that_folder(course, tmp_path):
+    archive = tmp_path / "subs.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("subs/jane.ipynb", "{}")
+        zf.writestr("subs/kyle/hw.ipynb", "{}")
+        zf.writestr("__MACOSX/subs/._jane.ipynb", "")
+    found = find_candidates(course, archive)
+    assert sorted(found) == ["jane", "kyle"]
+    assert found["kyle"][0].label == "subs.zip:subs/kyle/hw.ipynb"

@@ -1,6 +1,7 @@
 """Find each student's notebook in an LMS download (folder or .zip) and prepare it for nbgrader.
 
-Layouts (may be mixed): `<student_id>.ipynb`, or `<student_id>/<anything>.ipynb` (any depth).
+Layouts (may be mixed): `<student_id>.ipynb`, or `<student_id>/<anything>.ipynb` (any depth); a zip
+may also wrap either in one folder named like the zip (`subs.zip` holding `subs/...`).
 Rules (autograder/README.md):
 - a student id matches STUDENT_ID; other names get one row flagged `unknown_student_id`, ungraded;
 - several notebooks for one student: the newest (modification time, then name) is graded and the
@@ -87,6 +88,10 @@ def find_candidates(course: Course, submissions: Path) -> dict[str, list[Candida
             raise CourseError(f"{submissions}: not a folder or a .zip file; pass the LMS download")
         root = extract_zip(submissions, course.ingest_dir / "unzipped")
         prefix = f"{submissions.name}:"
+        wrapper = root / submissions.stem
+        top = [p.name for p in root.iterdir() if not p.name.startswith(".") and p.name not in IGNORED_PARTS]
+        if top == [submissions.stem] and wrapper.is_dir():
+            root, prefix = wrapper, f"{prefix}{submissions.stem}/"  # `zip -r subs.zip subs/`
     else:
         root, prefix = submissions, ""
     found: dict[str, list[Candidate]] = {}
