@@ -103,11 +103,16 @@ def execute_one(root: str, student_id: str, executed: str, snapshot: str, timeou
     if timeout is not None:
         config.SandboxExecute.timeout = timeout
     with tempfile.TemporaryDirectory(prefix="ck-grade-") as tmp:
+        # The kernel's working folder is under tmp, away from the course's gradebook and files.
         db = Path(tmp) / "gradebook.db"
         shutil.copyfile(snapshot, db)
         config.CourseDirectory.db_url = f"sqlite:///{db}"
-        config.CourseDirectory.autograded_directory = executed
+        config.CourseDirectory.autograded_directory = str(Path(tmp) / "executed")
         run_converter(course, Autograde, student_id, config, force=True, create_student=True)
+        done = Path(tmp) / "executed" / student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        target = Path(executed) / student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(done, target)
 
 
 # ---------------------------------------------------------------- record, flags, feedback (serial)
