@@ -9,10 +9,7 @@ site_libs/, `.course-runner` wrapper with data-runner-root). The config's time l
 
 from __future__ import annotations
 
-import functools
-import http.server
 import shutil
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +27,6 @@ PREVIEW_PAGE = "exercises/lesson11_grpo.html"
 QUARTO_PAGE = "quarto/lesson11_grpo.html"
 QUARTO_DEPENDENCY = "site_libs/quarto-contrib/course-runner-1.0.0"
 TIME_LIMIT_S = 3.0
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 
 
 @pytest.fixture(scope="session")
@@ -67,24 +60,10 @@ def site(tmp_path_factory: pytest.TempPathFactory, course: Course) -> Path:
     return site
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
-class QuietServer(http.server.ThreadingHTTPServer):
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass  # a stopped worker drops its Pyodide download mid-way; that is expected here
-
-
 @pytest.fixture(scope="session")
-def base_url(site: Path) -> Iterator[str]:
+def base_url(site: Path, serve_directory) -> str:
     """The fixture site served on 127.0.0.1."""
-    server = QuietServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
-    server.server_close()
+    return serve_directory(site)
 
 
 @pytest.fixture(scope="session")
@@ -110,16 +89,6 @@ def pages(base_url: str, preview_site: Path) -> dict[str, str]:
 def time_limit_s() -> float:
     return TIME_LIMIT_S
 
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    """Debian's Chromium, headless; module scope so it is closed before other areas start theirs."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @dataclass

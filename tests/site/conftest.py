@@ -6,9 +6,6 @@ assert that nothing failed and nothing left localhost.
 
 from __future__ import annotations
 
-import functools
-import http.server
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +16,6 @@ from coursekit import preview
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "build" / "screenshots"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 
 
 def ensure_release(root: Path) -> None:
@@ -42,34 +35,12 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: preview.build_preview(ROOT, name, out / spec.out_dir) for name, spec in preview.BRANCHES.items()}
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
 @pytest.fixture(scope="session")
-def site_urls(sites: dict[str, Path]) -> Iterator[dict[str, str]]:
-    """{branch: base URL} with both sites served by one http.server on 127.0.0.1."""
-    parent = next(iter(sites.values())).parent
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(parent))
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_port}/"
-    yield {name: f"{base}{path.name}/" for name, path in sites.items()}
-    server.shutdown()
-    server.server_close()
+def site_urls(sites: dict[str, Path], serve_directory) -> dict[str, str]:
+    """{branch: base URL} with both sites served by one static server on 127.0.0.1."""
+    base = serve_directory(next(iter(sites.values())).parent)
+    return {name: f"{base}{path.name}/" for name, path in sites.items()}
 
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
-    """Debian's Chromium, headless, launched once per session."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @dataclass
