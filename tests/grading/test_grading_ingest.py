@@ -119,3 +119,10 @@ def test_a_zip_of_a_folder_is_read_inside_that_folder(course, tmp_path):
     found = find_candidates(course, archive)
     assert sorted(found) == ["jane", "kyle"]
     assert found["kyle"][0].label == "subs.zip:subs/kyle/hw.ipynb"
+
+
+def test_a_rejected_name_cannot_become_a_spreadsheet_formula():
+    from coursekit.grading.report import Row
+    entry = select_notebook("=HYPERLINK(x)", [])
+    row = Row(entry.student_id, flags=entry.flags)
+    assert row.as_csv()["student_id"] == "'=HYPERLINK(x)" and row.passed == "no"

@@ -75,10 +75,15 @@ class Row:
     def as_csv(self) -> dict[str, str]:
         def num(x: float) -> str:
             return f"{round(x, 4):g}"
-        return {"student_id": self.student_id, **{k: num(v) for k, v in self.auto.items()},
+        return {"student_id": spreadsheet_safe(self.student_id), **{k: num(v) for k, v in self.auto.items()},
                 "auto_total": num(self.auto_total), "manual_total": num(self.manual_total),
                 "total": num(self.total), "max_score": num(MAX_SCORE), "passed": self.passed,
                 "flags": ";".join(self.flags)}
+
+
+def spreadsheet_safe(text: str) -> str:
+    """Rejected file names go into the CSV as found; keep spreadsheets from reading them as formulas."""
+    return "'" + text if text.startswith(("=", "+", "-", "@")) else text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
