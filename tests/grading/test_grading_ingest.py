@@ -14,6 +14,7 @@ from conftest import make_course
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
 from coursekit.grading.ingest import find_candidates, read_notebook, restore_missing_cells, select_notebook
+from coursekit.grading.report import Row
 
 
 @pytest.fixture
@@ -122,7 +123,6 @@ def test_a_zip_of_a_folder_is_read_inside_that_folder(course, tmp_path):
 
 
 def test_a_rejected_name_cannot_become_a_spreadsheet_formula():
-    from coursekit.grading.report import Row
     entry = select_notebook("=HYPERLINK(x)", [])
     row = Row(entry.student_id, flags=entry.flags)
     assert row.as_csv()["student_id"] == "'=HYPERLINK(x)" and row.passed == "no"
