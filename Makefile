@@ -64,4 +64,5 @@ bench: $(STAMP)
 
 clean:
 	rm -rf build _site _site-solution autograder/release autograder/submitted autograder/autograded \
-	       autograder/feedback autograder/reports autograder/gradebook.db
+	       autograder/feedback autograder/reports autograder/gradebook.db \
+	       autograder/.ingest build/release

@@ -166,7 +166,7 @@ class _NotebookBuilder:
         if self.target == "exercise":
             self.add_code(self.lesson.blank_code, tags=["course-exercise"])
         elif self.target == "autograder":
-            self.add_code(cell.body, nbgrader=_nbgrader(EXERCISE_ID, solution=True))
+            self.add_code(cell.body, tags=["course-exercise"], nbgrader=_nbgrader(EXERCISE_ID, solution=True))
         else:  # the solution branch shows the task as posed; the filled-in code runs further down
             self.flush()
             self.add_markdown(f"```python\n{self.lesson.blank_code}\n```", tags=["course-exercise-text"])
@@ -195,8 +195,8 @@ class _NotebookBuilder:
         reference = self.lesson.reference_answers()[answer_id]
         solution = _tidy("\n".join(reference.text_lines()))
         source = f"{prompt.strip()}\n\n### BEGIN SOLUTION\n{solution.strip()}\n### END SOLUTION"
-        self.add_markdown(source, nbgrader=_nbgrader(answer_id, solution=True, grade=True,
-                                                     points=float(div.attrs["points"])))
+        self.add_markdown(source, tags=["course-answer"], course_answer_id=answer_id,
+                          nbgrader=_nbgrader(answer_id, solution=True, grade=True, points=float(div.attrs["points"])))
 
     def callout(self, div: Div) -> None:
         holds_code = any(isinstance(n, Code) for n in self.lesson.walk(div.children))

@@ -174,19 +174,20 @@ def k_exercise_branch(nb):
 
 
 NOTEBOOK_KINDS = {
-    # kind: (builder, (normal, boundary, aggregation), expected flag names)
+    # kind: (builder, (normal, boundary, aggregation), expected flag names). The aggregation points
+    # need the student's own cell to reach and pass the seed's aggregation / GSPO asserts.
     "correct": (k_correct, (1.5, 1, 0.5), set()),
-    "untouched": (k_untouched, (0, 0, 0.5), {"missing_answer"}),
-    "sample_variance": (k_sample_variance, (0, 0, 0.5), {"error"}),
+    "untouched": (k_untouched, (0, 0, 0), {"missing_answer"}),
+    "sample_variance": (k_sample_variance, (0, 0, 0), {"error"}),
     "std_eq_zero": (k_std_eq_zero, (1.5, 0, 0.5), set()),
     "hard_coded": (k_hard_coded, (0, 0, 0.5), set()),
-    "deleted_asserts": (k_deleted_asserts, (1.5, 1, 0.5), {"deleted_asserts", "veto"}),
+    "deleted_asserts": (k_deleted_asserts, (1.5, 1, 0), {"deleted_asserts", "veto"}),
     "edited_locked": (k_edited_locked, (1.5, 0, 0.5), {"edited_locked_cell"}),
     "deleted_test_cell": (k_deleted_test_cell, (1.5, 1, 0.5), {"deleted_test_cell"}),
     "duplicated": (k_duplicated, (1.5, 1, 0.5), {"duplicate_ids"}),
-    "infinite_loop": (k_infinite_loop, (1.5, 0, 0.5), {"timeout"}),
-    "raises": (k_raises, (0, 0, 0.5), {"error"}),
-    "sys_exit": (k_sys_exit, (0, 0, 0.5), {"error"}),
+    "infinite_loop": (k_infinite_loop, (1.5, 0, 0), {"timeout"}),
+    "raises": (k_raises, (0, 0, 0), {"error"}),
+    "sys_exit": (k_sys_exit, (0, 0, 0), {"error"}),
     "os_exit": (k_os_exit, (0, 0, 0), {"error"}),
     "memory_hog": (k_memory_hog, (1.5, 1, 0.5), {"error"}),
     "prints_50mb": (k_prints_50mb, (1.5, 1, 0.5), set()),

@@ -91,7 +91,7 @@ def test_grade_reads_a_zip_and_leaves_it_unchanged(released_course, tmp_path):
     assert main(["grade", str(archive), "--course", str(course.root), "--jobs", "1"]) == 0
     rows = read_rows(course.report_csv.read_text(encoding="utf-8"))
     assert {sid: (row["auto_total"], row["passed"]) for sid, row in rows.items()} == {
-        "gina": ("3", "pending"), "hank": ("0.5", "no"), "ivan": ("0", "no")}
+        "gina": ("3", "pending"), "hank": ("0", "no"), "ivan": ("0", "no")}
     assert archive.read_bytes() == before
 
 

@@ -63,5 +63,12 @@ def test_hidden_tests_catch_what_the_visible_ones_miss(name):
 
 
 def test_reference_implementation_passes_every_test_cell():
-    for body in cells_by_id().values():
-        run(body, BODY)
+    namespace: dict = {}
+    exec(compile(strip_answer_markers(parse_lesson(LESSON).exercise.body), "<exercise>", "exec"), namespace)
+    for body in cells_by_id().values():  # in the kernel the test cells run after the student's cell
+        exec(compile(body, "<test>", "exec"), namespace)
+
+
+def test_aggregation_points_need_the_students_cell_to_reach_its_asserts():
+    with pytest.raises(AssertionError, match="没有运行到长度聚合断言"):
+        run(cells_by_id()["aggregation"], BODY)  # function defined, but the cell's asserts never ran
