@@ -163,12 +163,8 @@ def write_config(site_dir: Path, branch: str, *, lesson_path: Path = LESSON,
     if branch == "exercise" and (leaks := find_leaks(config, lesson)):
         raise CourseError(f"{release_path}: the exercise site would show '{leaks[0]}' (an answer or a hidden "
                           "test); rerun 'make release' so the release notebook holds no solutions")
-    out = Path(site_dir) / "assets" / "runner"
-    out.mkdir(parents=True, exist_ok=True)
-    for name in RUNNER_FILES:
-        if not (RUNNER_SOURCE / name).is_file():
-            raise CourseError(f"{RUNNER_SOURCE / name}: runner file missing; restore assets/runner/ from git")
-        shutil.copyfile(RUNNER_SOURCE / name, out / name)
+    out = _copy_files(RUNNER_FILES, RUNNER_SOURCE, Path(site_dir) / "assets" / "runner",
+                      "runner file missing; restore assets/runner/ from git")
     path = out / CONFIG_NAME
     path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return path
@@ -176,10 +172,15 @@ def write_config(site_dir: Path, branch: str, *, lesson_path: Path = LESSON,
 
 def copy_pyodide(site_dir: Path, source: Path = PYODIDE_SOURCE) -> Path:
     """Copy PYODIDE_FILES from the npm package into `<site_dir>/assets/pyodide/`; return that folder."""
-    out = Path(site_dir) / "assets" / "pyodide"
+    return _copy_files(PYODIDE_FILES, source, Path(site_dir) / "assets" / "pyodide",
+                       "Pyodide file missing; run 'npm ci' (package.json pins pyodide)")
+
+
+def _copy_files(names: tuple[str, ...], source: Path, out: Path, if_missing: str) -> Path:
+    """Copy `names` from `source` into `out` (created); a missing file is a CourseError naming it."""
     out.mkdir(parents=True, exist_ok=True)
-    for name in PYODIDE_FILES:
+    for name in names:
         if not (source / name).is_file():
-            raise CourseError(f"{source / name}: Pyodide file missing; run 'npm ci' (package.json pins pyodide)")
+            raise CourseError(f"{source / name}: {if_missing}")
         shutil.copyfile(source / name, out / name)
     return out
