@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 import textwrap
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 
 _SPAN = re.compile(r"\[([^\]]*)\]\{[^}]*\}")
 _IMAGE_WITH_WIDTH = re.compile(r'!\[([^\]]*)\]\(([^)]+)\)\{width="([^"]+)"\}')
+_BOLD = re.compile(r"\*\*([^*`\n]+?)\*\*")
 
 
 # ---------------------------------------------------------------- Quarto branches (.qmd)
@@ -232,9 +234,26 @@ def _details_html(levels: list[tuple[str, list[str]]]) -> str:
 
 
 def _jupyter_markdown(line: str) -> str:
-    """Quarto-only inline syntax to what JupyterLab renders: sized images, attributed spans."""
+    """Quarto-only inline syntax to what JupyterLab renders: sized images, attributed spans, and bold
+    that CommonMark would not close."""
     line = _IMAGE_WITH_WIDTH.sub(r'<img src="\2" alt="\1" width="\3">', line)
+    line = _BOLD.sub(lambda m: _commonmark_bold(m, line), line)
     return _SPAN.sub(r"\1", line)
+
+
+def _commonmark_bold(match: re.Match, line: str) -> str:
+    """`**…）**由` is bold to Pandoc but not to CommonMark (JupyterLab, nbconvert): a delimiter next to
+    punctuation on its inner side needs space or punctuation on its outer side. Such runs become <strong>."""
+    def is_punct(ch: str) -> bool:
+        return unicodedata.category(ch).startswith(("P", "S"))
+
+    def outer_ok(ch: str) -> bool:
+        return ch == "" or ch.isspace() or is_punct(ch)
+
+    text, before, after = match[1], line[match.start() - 1:match.start()], line[match.end():match.end() + 1]
+    if (is_punct(text[0]) and not outer_ok(before)) or (is_punct(text[-1]) and not outer_ok(after)):
+        return f"<strong>{text}</strong>"
+    return match[0]
 
 
 def _split_at_headings(markdown: str) -> list[str]:

@@ -88,3 +88,15 @@ def test_solution_notebook_runs_every_assert_and_shows_the_worked_example(tmp_pa
         assert number in printed
     example = next(c for c in committed.cells if c.cell_type == "code" and "1.2247" in str(c.outputs))
     assert "1.2247" not in example.source and "0.6667" not in example.source, "numbers must be computed"
+
+
+@pytest.mark.parametrize("branch", ["exercises", "solutions"])
+def test_bold_renders_in_commonmark(branch):
+    """JupyterLab and nbconvert are CommonMark: no `**` may survive rendering (Pandoc is laxer)."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    nb = nbformat.read(ROOT / branch / "lesson11_grpo.ipynb", 4)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            html = re.sub(r"<code>.*?</code>|<pre>.*?</pre>", "", markdown2html_mistune(cell.source), flags=re.S)
+            assert "**" not in html, cell.source[:80]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -49,9 +50,28 @@ def wait_for_server(url: str, proc: subprocess.Popen, timeout_s: float = 90) -> 
     raise AssertionError(f"jupyter lab did not answer {url} within {timeout_s}s")
 
 
+@contextlib.contextmanager
+def running_lab(project: Path, notebook: Path) -> Iterator[str]:
+    """JupyterLab on 127.0.0.1 over `project`; yields the URL that opens `notebook`."""
+    token, port = secrets.token_hex(16), free_port()
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(project / ".jupyter"),
+               JUPYTER_RUNTIME_DIR=str(project / ".runtime"), HOME=str(project))
+    cmd = lab.lab_command(project, notebook, port, open_browser=False, token=token)
+    log = (project / "lab.log").open("w")
+    proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for_server(f"{base}/api/status?token={token}", proc)
+        yield f"{base}/lab/tree/{notebook.relative_to(project).as_posix()}?token={token}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
 @pytest.fixture
 def lab_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """JupyterLab on 127.0.0.1 over a temp project holding a copy of the exercise notebook."""
+    """JupyterLab over a temp project holding a work copy of the exercise notebook."""
     (tmp_path / "exercises").mkdir()
     shutil.copyfile(ROOT / lab.EXERCISE, tmp_path / lab.EXERCISE)
     notebook, created = lab.prepare_workspace(tmp_path)
@@ -59,20 +79,8 @@ def lab_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     nb = nbformat.read(notebook, as_version=4)  # the temp copy only: a last cell that reports success
     nb.cells.append(nbformat.v4.new_code_cell(f'print("{DONE}")'))
     nbformat.write(nb, notebook)
-    token, port = secrets.token_hex(16), free_port()
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / ".jupyter"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / ".runtime"), HOME=str(tmp_path))
-    cmd = lab.lab_command(tmp_path, notebook, port, open_browser=False, token=token)
-    log = (tmp_path / "lab.log").open("w")
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_for_server(f"{base}/api/status?token={token}", proc)
-        yield f"{base}/lab/tree/{notebook.relative_to(tmp_path).as_posix()}?token={token}", notebook
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    with running_lab(tmp_path, notebook) as url:
+        yield url, notebook
 
 
 def fill_blank(page: object, line_text: str, replacement: str) -> None:
@@ -115,3 +123,26 @@ def test_student_fills_the_blanks_runs_all_and_every_check_passes(lab_server, br
     lesson = str(ROOT / "lessons" / "lesson11_grpo.qmd")
     assert main(["check", str(notebook), "--lesson", lesson]) == 0, "make check disagrees with JupyterLab"
     assert main(["check", str(ROOT / lab.EXERCISE), "--lesson", lesson]) == 1, "make check passed the blanks"
+
+
+def test_solution_notebook_opens_cleanly_with_its_outputs(tmp_path, browser, screenshot) -> None:
+    """The solution branch in JupyterLab: markdown, hints and the diagram render; stored outputs show."""
+    (tmp_path / "solutions").mkdir()
+    notebook = tmp_path / "solutions" / "lesson11_grpo.ipynb"
+    shutil.copyfile(ROOT / "solutions" / "lesson11_grpo.ipynb", notebook)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        with running_lab(tmp_path, notebook) as url:
+            page.goto(url)
+            page.locator(".jp-OutputArea-output", has_text="mean = 2.0").first.wait_for(timeout=60_000)
+            page.locator("details.course-hint summary", has_text="提示 1").first.wait_for(timeout=30_000)
+            # JupyterLab draws ```mermaid fences as an SVG image (Figure 11-2)
+            page.locator(".jp-RenderedMarkdown img[src^='data:image/svg+xml'][src*='flowchart']").first.wait_for(
+                state="attached", timeout=30_000)
+            text = page.locator(".jp-Notebook").inner_text()
+            screenshot(page, "jupyterlab-solution-notebook")
+            assert ":::" not in text and "#|" not in text, "Quarto syntax leaked into the notebook"
+            assert page.locator(".jp-Dialog").count() == 0, "JupyterLab showed a dialog on opening"
+    finally:
+        context.close()
