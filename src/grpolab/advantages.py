@@ -18,20 +18,12 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from .registry import Registry
+
 AdvantageFn = Callable[[torch.Tensor, float], torch.Tensor]
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {}
-
-
-def register_advantage(name: str) -> Callable[[AdvantageFn], AdvantageFn]:
-    """Decorator: register an estimator ``fn(rewards (B, G), eps) -> (B, G)`` under ``name``."""
-
-    def wrap(fn: AdvantageFn) -> AdvantageFn:
-        if name in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"advantage estimator {name!r} is already registered")
-        ADVANTAGE_ESTIMATORS[name] = fn
-        return fn
-
-    return wrap
+ADVANTAGE_ESTIMATORS: Registry[AdvantageFn] = Registry("advantage estimator")
+# Decorator: register an estimator ``fn(rewards (B, G), eps) -> (B, G)`` under a name.
+register_advantage = ADVANTAGE_ESTIMATORS.register
 
 
 def _check_groups(rewards: torch.Tensor) -> None:
@@ -90,12 +82,7 @@ def rloo_advantages(rewards: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
 
 def compute_advantages(rewards: torch.Tensor, estimator: str = "grpo", eps: float = 1e-8) -> torch.Tensor:
     """Advantages (B, G) from rewards (B, G) with the estimator registered as ``estimator``."""
-    try:
-        fn = ADVANTAGE_ESTIMATORS[estimator]
-    except KeyError:
-        valid = ", ".join(sorted(ADVANTAGE_ESTIMATORS))
-        raise ValueError(f"unknown advantage estimator {estimator!r}; valid: {valid}") from None
-    return fn(rewards, eps)
+    return ADVANTAGE_ESTIMATORS.lookup(estimator)(rewards, eps)
 
 
 def keep_informative_groups(rewards: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:

@@ -15,20 +15,12 @@ from collections.abc import Callable
 
 import torch
 
+from .registry import Registry
+
 AggregationFn = Callable[[torch.Tensor, torch.Tensor, int | None], torch.Tensor]
-LOSS_AGGREGATIONS: dict[str, AggregationFn] = {}
-
-
-def register_aggregation(name: str) -> Callable[[AggregationFn], AggregationFn]:
-    """Decorator: register ``fn(token_loss (N, T), mask (N, T), max_len) -> scalar`` under ``name``."""
-
-    def wrap(fn: AggregationFn) -> AggregationFn:
-        if name in LOSS_AGGREGATIONS:
-            raise ValueError(f"loss aggregation {name!r} is already registered")
-        LOSS_AGGREGATIONS[name] = fn
-        return fn
-
-    return wrap
+LOSS_AGGREGATIONS: Registry[AggregationFn] = Registry("loss aggregation")
+# Decorator: register ``fn(token_loss (N, T), mask (N, T), max_len) -> scalar`` under a name.
+register_aggregation = LOSS_AGGREGATIONS.register
 
 
 @register_aggregation("response_mean")
@@ -58,11 +50,7 @@ def aggregate_loss(
     token_loss: torch.Tensor, mask: torch.Tensor, mode: str = "response_mean", max_len: int | None = None
 ) -> torch.Tensor:
     """Scalar loss from token_loss (N, T) and mask (N, T) with the aggregation registered as ``mode``."""
-    try:
-        fn = LOSS_AGGREGATIONS[mode]
-    except KeyError:
-        valid = ", ".join(sorted(LOSS_AGGREGATIONS))
-        raise ValueError(f"unknown loss aggregation {mode!r}; valid: {valid}") from None
+    fn = LOSS_AGGREGATIONS.lookup(mode)
     if token_loss.shape != mask.shape:
         raise ValueError(f"token_loss {tuple(token_loss.shape)} and mask {tuple(mask.shape)} differ")
     return fn(token_loss, mask, max_len)
