@@ -65,4 +65,4 @@ bench: $(STAMP)
 clean:
 	rm -rf build _site _site-solution autograder/release autograder/submitted autograder/autograded \
 	       autograder/feedback autograder/reports autograder/gradebook.db \
-	       autograder/.ingest build/release
+	       autograder/.ingest autograder/exchange build/release

@@ -23,6 +23,7 @@ from nbgrader.preprocessors import (
     SaveCells,
 )
 
+from coursekit.grading.formgrader import TEMPLATE_DIRS
 from coursekit.grading.preprocessors import BlankSolutions, CapOutput, HideHiddenTests, SandboxExecute
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
@@ -66,3 +67,10 @@ c.CapOutput.max_chars = 20000
 
 # ---- generate_feedback: autograded -> feedback HTML without hidden test source
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+
+# ---- formgrader (coursekit formgrader): works offline
+# nbgrader's submission page loads MathJax from cdnjs; this template folder, searched first, swaps in
+# MathJax 3 from node_modules. nbgrader's own template folder must stay in the list (feedback, formgrade).
+c.HTMLExporter.extra_template_basedirs = TEMPLATE_DIRS
+# The exchange inside the course (created by coursekit formgrader): no "exchange missing" banner.
+c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")

@@ -11,6 +11,8 @@ source leaves the previous outputs untouched.
 from __future__ import annotations
 
 import argparse
+import base64
+import mimetypes
 import os
 import re
 import textwrap
@@ -33,6 +35,7 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 _SPAN = re.compile(r"\[([^\]]*)\]\{[^}]*\}")
 _IMAGE_WITH_WIDTH = re.compile(r'!\[([^\]]*)\]\(([^)]+)\)\{width="([^"]+)"\}')
 _BOLD = re.compile(r"\*\*([^*`\n]+?)\*\*")
+_LOCAL_IMG = re.compile(r'<img src="(?!data:|[a-z]+://)([^"]+)"')
 
 
 # ---------------------------------------------------------------- Quarto branches (.qmd)
@@ -278,11 +281,25 @@ def build_notebook(lesson: Lesson, target: str) -> nbformat.NotebookNode:
     cells = builder.cells
     for index, cell in enumerate(cells):
         cell["id"] = _cell_id(cell, index)
-        if target == "autograder" and cell.cell_type == "markdown" and "nbgrader" not in cell.metadata:
-            cell.metadata["nbgrader"] = _nbgrader(f"text-{index:02d}", locked=True)
+        if target == "autograder" and cell.cell_type == "markdown":
+            cell.source = _embed_images(cell.source, lesson.path)
+            if "nbgrader" not in cell.metadata:
+                cell.metadata["nbgrader"] = _nbgrader(f"text-{index:02d}", locked=True)
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata = {"kernelspec": KERNELSPEC, "language_info": {"name": "python"}}
     return nb
+
+
+def _embed_images(source: str, lesson_path: Path) -> str:
+    """Local figures as data URIs. The nbgrader notebook is read where paths relative to the lesson
+    break: autograder/source/, the release, formgrader's /formgrader/submissions/<id>/, feedback/."""
+    def data_uri(match: re.Match) -> str:
+        image = lesson_path.parent / match[1]
+        if not image.is_file():
+            raise CourseError(f"{lesson_path}: figure {match[1]} not found; run `make figures`")
+        mime = mimetypes.guess_type(image.name)[0] or "application/octet-stream"
+        return f'<img src="data:{mime};base64,{base64.b64encode(image.read_bytes()).decode("ascii")}"'
+    return _LOCAL_IMG.sub(data_uri, source)
 
 
 def _cell_id(cell: nbformat.NotebookNode, index: int) -> str:

@@ -383,6 +383,7 @@ def _check(lesson: Lesson) -> None:
         if div.attrs["id"] not in refs:
             raise LessonError(path, div.line, f"answer '{div.attrs['id']}' has no "
                               f'.reference-answer for="{div.attrs["id"]}"')
+    _check_answers_follow_questions(lesson, lesson.nodes)
     for div in (n for n in lesson.walk() if isinstance(n, Div) and n.has("hints")):
         hints = [c for c in div.children if isinstance(c, Div) and c.has("hint")]
         titles = tuple(h.attrs.get("title", "") for h in hints)
@@ -392,6 +393,19 @@ def _check(lesson: Lesson) -> None:
         if any(isinstance(c, Text) and "".join(c.lines).strip() for c in hints[-1].children):
             raise LessonError(path, hints[-1].line, "the last hint (完整答案) is generated from the "
                               "answer lines; leave it empty")
+
+
+def _check_answers_follow_questions(lesson: Lesson, nodes: list[Node]) -> None:
+    """Each .answer div comes right after its question's text, so in the notebooks the question sits
+    in the (locked) markdown cell just above the answer cell, with no hints or code in between."""
+    for k, node in enumerate(nodes):
+        if not isinstance(node, Div):
+            continue
+        before = nodes[k - 1] if k else None
+        if node.has("answer") and not (isinstance(before, Text) and "".join(before.lines).strip()):
+            raise LessonError(lesson.path, node.line, "an .answer div must directly follow the text of its "
+                              "question (move hints, code or other blocks above the question)")
+        _check_answers_follow_questions(lesson, node.children)
 
 
 def _check_test(lesson: Lesson, cell: Code) -> None:

@@ -64,6 +64,9 @@ BROKEN_SOURCES = {
     "missing section": ("## 前置关系", "## 先修", "missing section '前置关系'"),
     "unclosed div": (":::\n\n::: {.answer id=\"q1\"", ":::\n\n::: {.answer id=\"q1\"", "never closed"),
     "no answer marked": ("  # SOLUTION\n", "\n", "has no answer", 2),
+    "block between question and answer": ("\n::: {.answer id=\"q2\"",
+                                          "\n```{python}\nprint(1)\n```\n\n::: {.answer id=\"q2\"",
+                                          "must directly follow the text of its question"),
     "assert missing from tests": ("assert group_advantages([1.]) == [0.]\ntry", "assert 1 == 1\ntry",
                                   "not in the exercise cell"),
 }

@@ -44,6 +44,9 @@ def test_release_shows_the_exercise_branch_fill_in_and_keeps_questions(released_
         question = released.cells[ids.index(answer) - 1]
         assert question.source.startswith(f"### {answer.upper()}") and question.metadata.nbgrader.locked
         assert released.cells[ids.index(answer)].source.startswith("**你的答案：**")
+    question = released.cells[ids.index("explanation") - 1]  # its prompt too, not the hints
+    assert question.source.startswith("### 检查方法") and question.metadata.nbgrader.locked
+    assert question.source.rstrip().endswith("提交补齐后的代码、实际输出及边界解释；环境不可用时注明静态审查。")
 
 
 def write_nb(path, nb):

@@ -27,6 +27,8 @@ MULTIPLE_NOTEBOOKS = "multiple_notebooks"
 EXERCISE_NOTEBOOK = "exercise_notebook"
 SUSPICIOUS_CODE = "suspicious_code"
 VETO = "veto"
+COPIED_REFERENCE = "copied_reference"  # coursekit.grading.similarity: review only, never a score change
+SIMILAR_ANSWERS = "similar_answers"
 
 # Student code that could tamper with the grading kernel rather than solve the exercise.
 SUSPICIOUS = re.compile(r"\b(get_ipython|set_custom_exc|excepthook|__builtins__|builtins|setrlimit|"

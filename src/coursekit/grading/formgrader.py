@@ -1,7 +1,13 @@
 """`coursekit formgrader`: nbgrader's formgrader on localhost, for grading the manual answers.
 
 Starts JupyterLab (with nbgrader's server extensions) in the course folder, so nbgrader reads
-autograder/nbgrader_config.py. Open http://127.0.0.1:PORT/formgrader with the printed token.
+autograder/nbgrader_config.py, and prints the one URL to open: /formgrader with its token.
+It works offline:
+- MathJax: nbgrader's submission page loads MathJax 2 from cdnjs; the course's config points its
+  template at templates/formgrade/mathjax.html.j2 (beside this file), which loads MathJax 3 from
+  node_modules, served here as /static/mathjax/ (ServerApp.extra_static_paths);
+- Figure 11-1 is embedded in the nbgrader source notebook (coursekit branches), so no URL to resolve;
+- the exchange lives in the course (autograder/exchange/, created here), so no missing-exchange banner.
 How to grade and how to record a veto: autograder/README.md.
 """
 
@@ -9,33 +15,59 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 
+import nbgrader
+
 from coursekit.errors import CourseError
 from coursekit.grading.course import DEFAULT_ROOT, Course, put_venv_on_path
+
+# HTMLExporter.extra_template_basedirs for nbgrader_config.py: ours first (formgrade/mathjax.html.j2), then
+# nbgrader's own (formgrade/, feedback/), which nbgrader would otherwise set.
+TEMPLATE_DIRS = [str(Path(__file__).resolve().parent / "templates"),
+                 str(Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader" / "templates")]
+NODE_MODULES = Path("node_modules")  # holds mathjax/es5/tex-chtml.js (npm ci, run by `make setup`)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
     parser.add_argument("--port", type=int, default=8890, help="port on 127.0.0.1 (default 8890)")
+    parser.add_argument("--node-modules", type=Path, default=NODE_MODULES,
+                        help="npm folder holding mathjax/ (default: node_modules)")
 
 
-def command(course: Course, port: int) -> list[str]:
+def command(course: Course, port: int, token: str, node_modules: Path = NODE_MODULES) -> list[str]:
+    """The JupyterLab command line: 127.0.0.1 only, this token, MathJax served from node_modules."""
     cmd = [sys.executable, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-           "--ServerApp.port_retries=0", "--ServerApp.open_browser=False", f"--ServerApp.root_dir={course.root}"]
+           "--ServerApp.port_retries=0", "--ServerApp.open_browser=False", f"--ServerApp.root_dir={course.root}",
+           f"--IdentityProvider.token={token}", f"--ServerApp.extra_static_paths={node_modules.resolve()}",
+           "--ServerApp.log_level=WARN"]  # its own start-up lines show the token masked: print ours instead
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers often run as root
     return cmd
 
 
-def run(args: argparse.Namespace) -> int:
-    course = Course.at(args.course)
+def prepare(course: Course, node_modules: Path = NODE_MODULES) -> None:
+    """Check what formgrader needs and create the course's exchange folder."""
     if not (course.root / "gradebook.db").is_file():
         raise CourseError(f"{course.root / 'gradebook.db'}: no gradebook yet; run 'make release' "
                           "(and 'make grade SUBMISSIONS=...') first")
+    mathjax = node_modules / "mathjax" / "es5" / "tex-chtml.js"
+    if not mathjax.is_file():
+        raise CourseError(f"{mathjax}: missing (formgrader serves MathJax from it); run 'make setup'")
+    exchange = course.config.Exchange.get("root")
+    if exchange:
+        Path(exchange).mkdir(parents=True, exist_ok=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    course = Course.at(args.course)
+    prepare(course, args.node_modules)
     put_venv_on_path()
-    print(f"formgrader: open http://127.0.0.1:{args.port}/formgrader (add ?token=... from the log "
-          "below); Ctrl-C stops it, then run 'make report'", flush=True)
-    return subprocess.call(command(course, args.port), cwd=course.root)
+    token = os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
+    print(f"formgrader: open http://127.0.0.1:{args.port}/formgrader?token={token}\n"
+          "Ctrl-C stops it; then run 'make report'", flush=True)
+    return subprocess.call(command(course, args.port, token, args.node_modules), cwd=course.root)

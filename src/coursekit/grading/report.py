@@ -1,8 +1,10 @@
-"""`coursekit report`: the class CSV from the gradebook (manual grades and vetoes included).
+"""`coursekit report`: the class CSV from the gradebook (manual grades and vetoes included), the
+class report (reports/lesson11.html, reports/lesson11_mistakes.csv: coursekit.grading.classreport).
 
 Columns: student_id, normal, boundary, aggregation, auto_total, manual_total, total, max_score,
 passed, flags. passed is `no` when a veto applies or 8 points are out of reach, `pending` while a
-manual answer is ungraded, else `yes`/`no` by total >= 8.
+manual answer is ungraded, else `yes`/`no` by total >= 8. The copy check's flags
+(copied_reference, similar_answers: coursekit.grading.similarity) never change a score.
 
 Vetoes (一票否决), shown as `veto(reason)` in flags:
 - an instructor comment in formgrader that starts with `一票否决:` / `一票否决：` / `VETO:` (any graded
@@ -25,6 +27,7 @@ from tqdm import tqdm
 
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
+from coursekit.grading.autograded import Graded, read_class, release_prompts
 from coursekit.grading.course import (
     ASSIGNMENT,
     AUTO_CELLS,
@@ -36,17 +39,22 @@ from coursekit.grading.course import (
     Course,
 )
 from coursekit.grading.feedback import write_feedback
+from coursekit.grading.similarity import copy_flags
+from coursekit.lesson import parse_lesson
 
 COLUMNS = ("student_id", "normal", "boundary", "aggregation", "auto_total", "manual_total", "total",
            "max_score", "passed", "flags")
 VETO_COMMENT = re.compile(r"^\s*(一票否决|VETO)\s*[:：]\s*(?P<reason>.*)", re.IGNORECASE | re.DOTALL)
 AUTOMATIC_VETOES = {F.DELETED_ASSERTS: "删除边界检查"}
+DEFAULT_LESSON = Path("lessons/lesson11_grpo.qmd")  # reference answers (copy check), check titles
 
 
 @dataclass
 class Row:
     student_id: str
     auto: dict[str, float] = field(default_factory=lambda: {name: 0.0 for name in AUTO_CELLS.values()})
+    auto_max: dict[str, float] = field(default_factory=dict)
+    manual: dict[str, float | None] = field(default_factory=dict)  # answer -> score, None while ungraded
     manual_total: float = 0.0
     manual_pending: float = 0.0  # points of manual answers not graded yet
     flags: list[str] = field(default_factory=list)
@@ -88,6 +96,8 @@ def spreadsheet_safe(text: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
+    parser.add_argument("--lesson", type=Path, default=None,
+                        help=f"lesson source with the reference answers (default: {DEFAULT_LESSON})")
     parser.add_argument("--no-feedback", action="store_true",
                         help="do not regenerate the feedback HTML (by default it is rewritten so "
                         "students see the manual grades and comments)")
@@ -95,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     course = Course.at(args.course)
-    rows = write_report(course)
+    rows = write_report(course, args.lesson)
     if not args.no_feedback:
         for row in tqdm([r for r in rows if r.graded], desc="feedback", unit="nb", file=sys.stderr):
             write_feedback(course, row.student_id)
@@ -103,14 +113,49 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_report(course: Course) -> list[Row]:
-    rows = build_rows(course)
+def write_report(course: Course, lesson: Path | None = None) -> list[Row]:
+    """reports/lesson11.csv and the class report; return the rows."""
+    from coursekit.grading.classreport import write_class_report  # matplotlib only when writing
+
+    lesson = find_lesson(course, lesson)
+    rows, graded = class_rows(course, lesson)
     course.report_csv.parent.mkdir(parents=True, exist_ok=True)
     with open(course.report_csv, "w", newline="", encoding="utf-8") as out:
         writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(row.as_csv() for row in rows)
+    write_class_report(course, rows, graded, parse_lesson(lesson))
     return rows
+
+
+def find_lesson(course: Course, lesson: Path | None) -> Path:
+    """The lesson source: as given, else lessons/lesson11_grpo.qmd here or beside the course folder."""
+    for candidate in [lesson] if lesson else [DEFAULT_LESSON, course.root.parent / DEFAULT_LESSON]:
+        if candidate.is_file():
+            return candidate
+    raise CourseError(f"{lesson or DEFAULT_LESSON}: lesson source not found (the report reads its reference "
+                      "answers and check titles); run from the repository root or pass --lesson")
+
+
+def class_rows(course: Course, lesson: Path) -> tuple[list[Row], dict[str, Graded]]:
+    """The rows with the copy check's flags, and what the graded notebooks hold."""
+    rows = build_rows(course)
+    graded = read_class(course, [r.student_id for r in rows if r.graded])
+    stubs, questions = release_prompts(course)
+    references = {qid: "\n".join(div.text_lines()) for qid, div in parse_lesson(lesson).reference_answers().items()
+                  if qid in MANUAL_CELLS}
+    answers = {sid: {qid: _without_stub(text, stubs.get(qid, "")) for qid, text in g.answers.items()}
+               for sid, g in graded.items()}
+    found = copy_flags(answers, references, questions)
+    for row in rows:
+        row.flags.extend(found.get(row.student_id, []))
+    return rows, graded
+
+
+def _without_stub(answer: str, stub: str) -> str:
+    """The student's own text: the release's prompt line (e.g. **你的答案：**) removed."""
+    answer = answer.strip()
+    return answer[len(stub.strip()):] if stub.strip() and answer.startswith(stub.strip()) else answer
 
 
 def build_rows(course: Course) -> list[Row]:
@@ -140,11 +185,14 @@ def fill_scores(gb: Gradebook, row: Row) -> None:
         score = grade.score or 0.0
         if grade.name in AUTO_CELLS:
             row.auto[AUTO_CELLS[grade.name]] = score
+            row.auto_max[AUTO_CELLS[grade.name]] = grade.max_score
         elif grade.name in MANUAL_CELLS:
             if grade.needs_manual_grade or (grade.manual_score is None and grade.auto_score is None):
                 row.manual_pending += grade.max_score
+                row.manual[grade.name] = None
             else:
                 row.manual_total += score
+                row.manual[grade.name] = score
     for comment in sorted(submission.comments, key=lambda c: c.name):
         match = VETO_COMMENT.match(comment.manual_comment or "")
         if match:
@@ -155,4 +203,5 @@ def summary_line(rows: list[Row], csv_path: Path) -> str:
     counts = {state: sum(r.passed == state for r in rows) for state in ("yes", "no", "pending")}
     flagged = sum(bool(r.flags) for r in rows)
     return (f"{len(rows)} students: {counts['yes']} passed, {counts['no']} not passed, "
-            f"{counts['pending']} pending manual grading; {flagged} flagged -> {csv_path}")
+            f"{counts['pending']} pending manual grading; {flagged} flagged -> {csv_path}, "
+            f"class report {csv_path.with_suffix('.html')}")
