@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 CK      := $(PY) -m coursekit
 STAMP   := .venv/.installed
 
-.PHONY: all setup branches figures release grade check report formgrader demo site lab test lint bench clean
+.PHONY: all setup branches figures release grade check report formgrader export demo site lab test lint bench clean
 
 all: branches figures release site
 
@@ -39,6 +39,10 @@ report: $(STAMP)
 
 formgrader: $(STAMP)
 	$(CK) formgrader
+
+FORMAT ?= canvas
+export: $(STAMP)
+	$(CK) export --format $(FORMAT) --roster "$(ROSTER)"
 
 # ---- demo notebook (CPU defaults; see README for the GPU command)
 demo: $(STAMP)

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("coursekit.grading.check", "a student's self-check of one notebook (visible checks)"),
     "report": ("coursekit.grading.report", "recompute the CSV report after manual grading"),
     "formgrader": ("coursekit.grading.formgrader", "start nbgrader's formgrader on localhost"),
+    "export": ("coursekit.grading.export", "write the grades for an LMS gradebook import (Canvas, Moodle, CSV)"),
     "site": ("coursekit.site", "render the site with Quarto, or the no-Quarto preview"),
     "lab": ("coursekit.lab", "start JupyterLab on localhost with the exercise notebook"),
 }

@@ -77,3 +77,16 @@ def graded_class(released_course, tmp_path_factory) -> GradedClass:
     csv_second = course.report_csv.read_text(encoding="utf-8")
     return GradedClass(course, folder, students, before, digests(folder), (first, second),
                        csv_first, csv_second)
+
+
+@pytest.fixture(scope="session")
+def instructor_class(tmp_path_factory) -> Course:
+    """A course of its own with tests/grading/instructor_class.py's eight students graded."""
+    from instructor_class import write_instructor_class
+
+    course = make_course(tmp_path_factory.mktemp("instructor") / "course")
+    release(course)
+    folder = tmp_path_factory.mktemp("instructor-lms") / "download"
+    write_instructor_class(course.release_notebook, folder)
+    assert main(["grade", str(folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT]) == 0
+    return course

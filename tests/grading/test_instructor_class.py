@@ -1,0 +1,119 @@
+"""The instructor's tools on a graded class (tests/grading/instructor_class.py): copy flags in the CSV,
+the class report and its mistakes CSV, manual grades and vetoes in the report, and the LMS export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+
+import nbformat
+import pytest
+from conftest import read_rows
+from instructor_class import EXPECTED_COPY_FLAGS
+from nbgrader.api import Gradebook
+
+from coursekit.cli import main
+from coursekit.grading.classreport import mistakes_csv, report_html
+from coursekit.grading.course import AUTO_CELLS, Course
+
+pytestmark = pytest.mark.slow
+COPY_FLAGS = {"copied_reference", "similar_answers"}
+
+
+def flags(row):
+    return [f for f in row["flags"].split(";") if f]
+
+
+def test_the_copy_check_flags_exactly_the_planned_copies(instructor_class):
+    rows = read_rows(instructor_class.report_csv.read_text(encoding="utf-8"))
+    found = {sid: {f.split("(")[0] for f in flags(row)} & COPY_FLAGS for sid, row in rows.items()}
+    assert {sid: names for sid, names in found.items() if names} == EXPECTED_COPY_FLAGS
+    assert re.fullmatch(r"copied_reference\(q2 0\.9\d\)", flags(rows["s01"])[-1])
+    assert re.fullmatch(r"copied_reference\(q1 0\.[5-9]\d\)", flags(rows["s02"])[-1])
+    for sid in ("s03", "s04"):
+        assert re.fullmatch(r"similar_answers\(q3: s03, s04 0\.\d\d\)", flags(rows[sid])[-1])
+
+
+def test_copy_flags_change_no_score(instructor_class):
+    rows = read_rows(instructor_class.report_csv.read_text(encoding="utf-8"))
+    assert (rows["s01"]["auto_total"], rows["s01"]["passed"]) == ("3", "pending")
+    assert (rows["s02"]["auto_total"], rows["s02"]["passed"]) == ("3", "pending")
+
+
+def read_mistakes(course: Course) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(mistakes_csv(course).read_text(encoding="utf-8"))))
+
+
+def test_every_failed_check_is_one_mistake_named_by_its_diagnostic(instructor_class):
+    course = instructor_class
+    mistakes = read_mistakes(course)
+    listed = sorted((m["check"], sid) for m in mistakes for sid in m["students"].split())
+    with Gradebook(course.db_url) as gb:  # what the gradebook says failed
+        failed = sorted((g.name, sid) for sid in [f"s0{k}" for k in range(1, 9)]
+                        for g in gb.find_submission_notebook("lesson11", "lesson11", sid).grades
+                        if g.name in AUTO_CELLS and (g.score or 0) < g.max_score)
+    assert listed == failed
+    assert all(int(m["count"]) == len(m["students"].split()) for m in mistakes)
+    for m in mistakes:  # the diagnostic is the error the cell shows (contract with the hidden checks)
+        nb = nbformat.read(course.autograded_notebook(m["students"].split()[0]), as_version=4)
+        cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == m["check"])
+        error = next(o for o in cell.outputs if o.output_type == "error")
+        assert " ".join(error.evalue.split()) in m["diagnostic"]
+
+
+def test_the_planned_code_mistakes_are_common_mistakes(instructor_class):
+    groups = {(m["check"], m["students"]) for m in read_mistakes(instructor_class)}
+    assert {("test_normal", "s03 s04"), ("test_boundary", "s03 s04"), ("test_boundary", "s05 s06")} <= groups
+    assert all(m["title"] in ("正常输入", "边界输入", "长度聚合与 GSPO") for m in read_mistakes(instructor_class))
+
+
+def test_class_report_is_one_self_contained_page(instructor_class):
+    page = report_html(instructor_class).read_text(encoding="utf-8")
+    assert re.findall(r"""(?:src|href)\s*=\s*["'](?!#|data:)""", page) == []  # nothing to fetch
+    assert "<script" not in page and "@import" not in page
+    assert page.count("<svg") == 4 and 'id="NotoSansCJK' in page  # CJK labels drawn as glyph paths
+    for heading in ("总分分布", "各检查通过率", "常见错误", "人工评分进度", "一票否决", "标记", "复制检查"):
+        assert f">{heading}</h" in page
+    assert "similar_answers(q3: s03, s04" in page and "copied_reference(q2" in page
+
+
+def test_manual_grades_and_a_veto_reach_the_report(instructor_class, tmp_path):
+    course = Course.at(shutil.copytree(instructor_class.root, tmp_path / "course"))
+    with Gradebook(course.db_url) as gb:
+        for sid, scores in (("s01", (1, 2, 2, 2)), ("s02", (1, 1, None, None))):
+            for name, score in zip(("explanation", "q1", "q2", "q3"), scores, strict=True):
+                if score is not None:
+                    grade = gb.find_grade(name, "lesson11", "lesson11", sid)
+                    grade.manual_score, grade.needs_manual_grade = score, False
+        veto = "一票否决：照抄参考答案，未给出自己的因果链"
+        gb.find_comment("q2", "lesson11", "lesson11", "s01").manual_comment = veto
+        gb.db.commit()
+    assert main(["report", "--course", str(course.root), "--no-feedback"]) == 0
+    rows = read_rows(course.report_csv.read_text(encoding="utf-8"))
+    assert (rows["s01"]["total"], rows["s01"]["passed"]) == ("10", "no")
+    page = report_html(course).read_text(encoding="utf-8")
+    vetoes = page[page.index('id="veto-table"'):page.index("</table>", page.index('id="veto-table"'))]
+    assert "<td>s01</td><td>q2: 照抄参考答案，未给出自己的因果链</td>" in vetoes
+    manual = page[page.index('id="manual-table"'):page.index("</table>", page.index('id="manual-table"'))]
+    cells = re.findall(r"<code>(\w+)</code></td><td class=\"num\">(\d+)</td><td class=\"num\">(\d+)</td>", manual)
+    # s08's untouched answers are scored 0 by nbgrader itself; s01 all, s02 two of four by hand
+    assert cells == [("explanation", "3", "5"), ("q1", "3", "5"), ("q2", "2", "6"), ("q3", "2", "6")]
+
+
+def test_export_lists_who_is_missing_from_the_roster_and_the_class(instructor_class, tmp_path, capsys):
+    roster = tmp_path / "roster.csv"
+    lines = ["student_id,name,sis_login_id,email"] + [f"s0{k},学生{k},login{k},s0{k}@example.edu" for k in range(1, 8)]
+    roster.write_text("\n".join([*lines, "s99,旁听生,login99,s99@example.edu"]) + "\n", encoding="utf-8")
+    out = tmp_path / "canvas.csv"
+    assert main(["export", "--format", "canvas", "--roster", str(roster), "--course", str(instructor_class.root),
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "1 in the class but not in the roster (not exported; add them to the roster): s08" in printed
+    assert "1 in the roster without a submission (empty grade): s99" in printed
+    assert "7 pending manual grading" in printed  # s08 is not in the roster
+    rows = list(csv.reader(io.StringIO(out.read_text(encoding="utf-8"))))
+    assert rows[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "lesson11"]
+    assert rows[1][0] == "Points Possible" and len(rows) == 2 + 8
+    assert rows[2] == ["学生1", "", "", "login1", "", ""]  # pending: empty, so Canvas keeps its cell

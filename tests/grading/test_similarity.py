@@ -1,0 +1,109 @@
+"""The copy check's measure and thresholds (coursekit.grading.similarity) on written answers that are
+copied, lightly edited, paraphrased or independent (tests/grading/answer_texts.py)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from answer_texts import CLASSMATE_EDITED, EDITED, INDEPENDENT, PARAPHRASED, QUESTIONS, references, site_text
+
+from coursekit.grading import similarity as S
+
+REFS = references()
+
+
+def reference_score(text: str, qid: str) -> float:
+    return S.containment(S.shingles(text), S.shingles(REFS[qid]))
+
+
+@pytest.mark.parametrize("qid", QUESTIONS)
+def test_copied_and_lightly_edited_answers_reach_the_reference_threshold(qid):
+    assert reference_score(site_text(REFS[qid]), qid) >= 0.8
+    assert reference_score(EDITED[qid], qid) >= S.REFERENCE_THRESHOLD
+
+
+@pytest.mark.parametrize("qid", QUESTIONS)
+def test_paraphrased_and_independent_answers_stay_well_below_it(qid):
+    for text in [PARAPHRASED[qid], *INDEPENDENT[qid]]:
+        assert reference_score(text, qid) < S.REFERENCE_THRESHOLD - 0.1
+
+
+def own(text: str, qid: str) -> set[str]:
+    return S.shingles(text) - S.shingles(REFS[qid])
+
+
+@pytest.mark.parametrize("qid", QUESTIONS)
+def test_a_classmates_edited_copy_is_similar_and_independent_answers_are_not(qid):
+    assert S.jaccard(own(INDEPENDENT[qid][1], qid), own(CLASSMATE_EDITED[qid], qid)) >= S.PAIR_THRESHOLD
+    others = [EDITED[qid], PARAPHRASED[qid], *INDEPENDENT[qid]]
+    for a, b in itertools.combinations(others, 2):
+        assert S.jaccard(own(a, qid), own(b, qid)) < S.PAIR_THRESHOLD / 2
+
+
+def test_normalisation_ignores_markdown_spacing_punctuation_and_math():
+    assert S.normalize("**总体方差**（除以 $G$）， std < eps！") == S.normalize("总体方差除以 std<eps")
+    assert S.normalize("ＡＢＣ１２３") == "abc123"  # NFKC: full-width letters and digits
+
+
+def class_answers(qid: str) -> dict[str, str]:
+    return {"copy": site_text(REFS[qid]), "edit": EDITED[qid], "para": PARAPHRASED[qid],
+            "ind0": INDEPENDENT[qid][0], "ind1": INDEPENDENT[qid][1], "ind2": INDEPENDENT[qid][2],
+            "mate": CLASSMATE_EDITED[qid]}
+
+
+def test_copy_flags_name_exactly_the_copies():
+    answers: dict[str, dict[str, str]] = {}
+    for qid in QUESTIONS:
+        for sid, text in class_answers(qid).items():
+            answers.setdefault(sid, {})[qid] = text
+    flags = S.copy_flags(answers, REFS)
+    assert set(flags) == {"copy", "edit", "ind1", "mate"}
+    assert [f.split("(")[0] for f in flags["copy"]] == ["copied_reference"]
+    assert flags["copy"][0].startswith("copied_reference(explanation 0.") and ", q3 0." in flags["copy"][0]
+    assert flags["ind1"] == flags["mate"]
+    assert [f.split(" 0.")[0] for f in flags["mate"]] == [
+        f"similar_answers({qid}: ind1, mate" for qid in QUESTIONS]
+
+
+def test_two_copies_of_the_reference_are_not_flagged_as_similar_to_each_other():
+    text = site_text(REFS["q2"])
+    flags = S.copy_flags({"a": {"q2": text}, "b": {"q2": text + "（抄自参考答案）"}}, REFS)
+    assert {sid: [f.split(" ")[0] for f in found] for sid, found in flags.items()} == {
+        "a": ["copied_reference(q2"], "b": ["copied_reference(q2"]}
+
+
+def test_short_answers_are_not_compared():
+    short = "输入一组回答与奖励，组内标准化得到优势，输出策略更新。"  # 25 characters, identical for both
+    assert len(S.normalize(short)) < S.MIN_CHARS
+    assert S.copy_flags({"a": {"q1": short}, "b": {"q1": short}}, REFS) == {}
+
+
+def test_a_group_of_three_is_named_in_each_members_flag():
+    text = INDEPENDENT["q3"][1]
+    answers = {"s1": {"q3": text}, "s2": {"q3": CLASSMATE_EDITED["q3"]}, "s3": {"q3": text + "我同意。"},
+               "s4": {"q3": INDEPENDENT["q3"][0]}}
+    flags = S.copy_flags(answers, REFS)
+    assert set(flags) == {"s1", "s2", "s3"}
+    assert all(f[0].startswith("similar_answers(q3: s1, s2, s3 ") for f in flags.values())
+
+
+def test_lsh_finds_the_same_pairs_as_comparing_every_pair():
+    """300 answers built from the same topic sentences, with planted copies: LSH misses none of the
+    pairs an exhaustive comparison finds above the threshold, and proposes far fewer candidates."""
+    rng = random.Random(11)
+    pool = [s for qid in QUESTIONS for t in (*INDEPENDENT[qid], PARAPHRASED[qid]) for s in t.split("，") if s]
+    sets = {f"s{k:03d}": S.shingles("，".join(rng.sample(pool, 6))) for k in range(300)}
+    for k in range(0, 40, 2):  # twenty planted pairs: a copy with about a tenth of its shingles changed
+        base = sorted(sets[f"s{k:03d}"])
+        sets[f"s{k + 1:03d}"] = set(rng.sample(base, int(len(base) * 0.9))) | {f"x{k}{j}" for j in range(8)}
+    exhaustive = sorted((a, b, S.jaccard(sets[a], sets[b])) for a, b in itertools.combinations(sorted(sets), 2)
+                        if S.jaccard(sets[a], sets[b]) >= S.PAIR_THRESHOLD)
+    assert len(exhaustive) >= 20
+    assert S.similar_pairs(sets) == exhaustive
+
+
+def test_candidate_probability_at_the_thresholds():
+    assert 1 - S.candidate_probability(S.PAIR_THRESHOLD) < 1e-3
+    assert S.candidate_probability(0.05) < 0.03
