@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -114,8 +113,7 @@ def free_port() -> int:
 @pytest.mark.slow
 def test_formgrader_serves_the_course_on_localhost(released_course):
     port = free_port()
-    env = {**os.environ, "JUPYTER_TOKEN": "coursekit-test"}
-    proc = subprocess.Popen(command(released_course, port), cwd=released_course.root, env=env,
+    proc = subprocess.Popen(command(released_course, port, "coursekit-test"), cwd=released_course.root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}/formgrader/manage_assignments?token=coursekit-test"
