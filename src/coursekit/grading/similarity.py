@@ -67,11 +67,11 @@ def candidate_probability(similarity: float) -> float:
     return 1 - (1 - similarity ** LSH_ROWS) ** LSH_BANDS
 
 
-def similar_pairs(sets: dict[str, set[str]], threshold: float = PAIR_THRESHOLD) -> list[tuple[str, str, float]]:
-    """Pairs (a, b, Jaccard) with Jaccard >= threshold, a < b, via MinHash LSH candidates."""
+def candidate_pairs(sets: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Pairs (a, b), a < b, that agree on at least one LSH band of their MinHash signatures."""
     names = sorted(n for n, s in sets.items() if s)
     if len(names) < 2:
-        return []
+        return set()
     hashes = MinHash.bulk([[s.encode() for s in sorted(sets[n])] for n in names], num_perm=NUM_PERM, seed=1)
     lsh = MinHashLSH(num_perm=NUM_PERM, params=(LSH_BANDS, LSH_ROWS))
     found = set()
@@ -79,7 +79,12 @@ def similar_pairs(sets: dict[str, set[str]], threshold: float = PAIR_THRESHOLD) 
         for other in lsh.query(minhash):
             found.add((min(name, other), max(name, other)))
         lsh.insert(name, minhash)
-    scored = ((a, b, jaccard(sets[a], sets[b])) for a, b in sorted(found))
+    return found
+
+
+def similar_pairs(sets: dict[str, set[str]], threshold: float = PAIR_THRESHOLD) -> list[tuple[str, str, float]]:
+    """Pairs (a, b, Jaccard) with Jaccard >= threshold, a < b: LSH candidates, scored exactly."""
+    scored = ((a, b, jaccard(sets[a], sets[b])) for a, b in sorted(candidate_pairs(sets)))
     return [(a, b, s) for a, b, s in scored if s >= threshold]
 
 
