@@ -35,7 +35,6 @@ from coursekit.lesson import Lesson  # noqa: E402
 COMMON = 2
 MISTAKE_COLUMNS = ("check", "title", "diagnostic", "count", "students")
 CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Serif CJK SC", "WenQuanYi Zen Hei", "SimHei")
-MANUAL_TITLES = {"explanation": "实现与边界解释", "q1": "Q1", "q2": "Q2", "q3": "Q3"}
 STATES = (("yes", "通过", "#2e7d32"), ("no", "未通过", "#c62828"), ("pending", "待人工评分", "#f9a825"))
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
@@ -59,6 +58,11 @@ class Mistake:
 def check_titles(lesson: Lesson) -> dict[str, str]:
     """Test grade id -> the lesson's title for it (e.g. test_boundary -> 边界输入)."""
     return {f"test_{t.options['test_id']}": t.options.get("title", t.options["test_id"]) for t in lesson.tests()}
+
+
+def answer_titles(lesson: Lesson) -> dict[str, str]:
+    """Answer id -> the lesson's title for it (e.g. explanation -> 实现与边界解释)."""
+    return {a.attrs["id"]: a.attrs.get("title", a.attrs["id"]) for a in lesson.answers()}
 
 
 def find_mistakes(graded: dict[str, Graded], titles: dict[str, str]) -> list[Mistake]:
@@ -86,8 +90,9 @@ def write_class_report(course: Course, rows: list, graded: dict[str, Graded], le
     mistakes = find_mistakes(graded, titles)
     write_mistakes_csv(mistakes_csv(course), mistakes)
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
-    page = env.get_template("classreport.html.j2").render(**report_context(rows, mistakes, titles),
-                                                           title=lesson.front_matter.get("title", ASSIGNMENT))
+    _style()
+    context = report_context(rows, mistakes, titles, answer_titles(lesson))
+    page = env.get_template("classreport.html.j2").render(**context, title=lesson.front_matter.get("title", ASSIGNMENT))
     report_html(course).write_text(page, encoding="utf-8")
 
 
@@ -97,7 +102,7 @@ def _detail(flag_text: str) -> str:
     return flag_text.split("(", 1)[1][:-1] if "(" in flag_text else ""
 
 
-def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str]) -> dict:
+def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str], answers: dict[str, str]) -> dict:
     graded = [r for r in rows if r.graded]
     counts = {state: sum(r.passed == state for r in rows) for state, _, _ in STATES}
     totals = [r.total for r in graded]
@@ -111,7 +116,7 @@ def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str]) 
     for qid in MANUAL_CELLS:
         scores = [r.manual[qid] for r in graded if qid in r.manual]
         done = [s for s in scores if s is not None]
-        manual.append({"question": qid, "title": MANUAL_TITLES.get(qid, qid), "graded": len(done),
+        manual.append({"question": qid, "title": answers.get(qid, qid), "graded": len(done),
                        "pending": len(scores) - len(done), "mean": statistics.fmean(done) if done else None})
     flag_students: dict[str, list[str]] = {}
     for r in rows:
@@ -123,6 +128,7 @@ def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str]) 
     common = [m for m in mistakes if len(m.students) >= COMMON]
     return {
         "rows": rows, "counts": counts, "n_graded": len(graded), "flagged": sum(bool(r.flags) for r in rows),
+        "vetoed": len({sid for sid, _ in vetoes}),
         "stats": {"mean": statistics.fmean(totals), "median": statistics.median(totals), "min": min(totals),
                   "max": max(totals)} if totals else None,
         "checks": checks, "manual": manual, "common": common,
@@ -137,11 +143,12 @@ def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str]) 
 # ---------------------------------------------------------------- plots (inline SVG)
 
 def _style() -> None:
+    """Matplotlib settings for the report's plots: a CJK font, glyphs as SVG paths, stable SVG ids."""
     installed = {f.name for f in font_manager.fontManager.ttflist}
     family = next((name for name in CJK_FAMILIES if name in installed), None)
     if family is None:
         warnings.warn("no CJK font found (install fonts-noto-cjk): the report's plot labels will show boxes",
-                      stacklevel=3)
+                      stacklevel=2)
     plt.rcParams.update({
         "font.family": [family, "DejaVu Sans"] if family else ["DejaVu Sans"],
         "axes.unicode_minus": False, "font.size": 10, "svg.fonttype": "path", "svg.hashsalt": "coursekit",
@@ -159,7 +166,6 @@ def _svg(fig) -> str:
 
 def score_plot(rows: list) -> str:
     """Totals of the graded students, stacked by passed state, with the pass line."""
-    _style()
     fig, ax = plt.subplots(figsize=(7, 3))
     edges = [k / 2 for k in range(0, 22)]
     data = [[r.total for r in rows if r.graded and r.passed == state] for state, _, _ in STATES]
@@ -174,7 +180,6 @@ def score_plot(rows: list) -> str:
 
 
 def checks_plot(checks: list[dict]) -> str:
-    _style()
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.5 * len(checks)))
     labels = [f"{c['title']}（{c['points']:g} 分）" for c in checks]
     rates = [100 * c["rate"] for c in checks]
@@ -195,7 +200,6 @@ def _short(text: str, width: int = 34) -> str:
 def mistakes_plot(common: list[Mistake]) -> str | None:
     if not common:
         return None
-    _style()
     top = sorted(common, key=lambda m: -len(m.students))[:12]
     fig, ax = plt.subplots(figsize=(8, 0.6 + 0.45 * len(top)))
     ax.barh([f"{m.title}：{_short(m.diagnostic)}" for m in top], [len(m.students) for m in top], color="#6a1b9a")
@@ -208,7 +212,6 @@ def mistakes_plot(common: list[Mistake]) -> str | None:
 
 
 def manual_plot(manual: list[dict]) -> str:
-    _style()
     fig, ax = plt.subplots(figsize=(7, 0.5 + 0.5 * len(manual)))
     labels = [m["title"] for m in manual]
     done = [m["graded"] for m in manual]
@@ -217,6 +220,6 @@ def manual_plot(manual: list[dict]) -> str:
     ax.set(xlabel="人数", title="人工评分进度")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.invert_yaxis()
-    ax.legend(frameon=False, fontsize=9, loc="lower right")
+    ax.legend(frameon=False, fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _svg(fig)
 
