@@ -42,8 +42,9 @@ def _runs(command: list[str]) -> bool:
 
 
 def find_npm() -> str | None:
-    """npm on PATH."""
-    return shutil.which("npm")
+    """npm on PATH, and it runs (it needs node)."""
+    exe = shutil.which("npm")
+    return exe if exe and _runs([exe, "--version"]) else None
 
 
 def find_venv() -> str | None:
