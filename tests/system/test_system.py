@@ -135,3 +135,23 @@ def test_make_test_without_chromium_stops_before_ruff_or_pytest(tmp_path):
     errors = [line for line in out.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "missing Chromium" in errors[0], out
     assert "ruff" not in out and "pytest" not in out, out
+
+
+def test_ci_runs_make_test_with_a_throwaway_home_keeping_registry_settings(tmp_path):
+    developer = tmp_path / "developer"
+    (developer / ".config" / "pip").mkdir(parents=True)
+    (developer / ".config" / "pip" / "pip.conf").write_text("[global]\nindex-url = https://mirror.example/simple\n")
+    (developer / ".cache" / "matplotlib").mkdir(parents=True)
+    seen = tmp_path / "seen"
+    fake(tmp_path / "bin", "make", f"""{{ echo "$*"; echo "$HOME"; echo "$XDG_CACHE_HOME"; echo "$MPLCONFIGDIR"
+  cat "$XDG_CONFIG_HOME/pip/pip.conf"; }} > {seen}; exit 3""")
+    env = {**os.environ, "HOME": str(developer), "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+           "TMPDIR": str(tmp_path)}
+    done = subprocess.run(["bash", str(ROOT / ".ci" / "run")], env=env, capture_output=True, text=True)
+    assert done.returncode == 3, "the exit status of make test is CI's"
+    args, home, cache, mplconfig, *pip_conf = seen.read_text().splitlines()
+    assert args == "test"
+    assert Path(home).parent == tmp_path and Path(home) != developer
+    assert cache.startswith(home) and mplconfig.startswith(home)
+    assert pip_conf == ["[global]", "index-url = https://mirror.example/simple"]
+    assert not Path(home).exists(), "the throwaway HOME is removed afterwards"
