@@ -2,13 +2,24 @@
 PY      := .venv/bin/python
 CK      := $(PY) -m coursekit
 STAMP   := .venv/.installed
+SYSTEM  := src/coursekit/system.py
+# SYSTEM_FLAGS=--check: only look for the system packages, install nothing
 
-.PHONY: all setup branches figures release grade check report formgrader export demo site lab test lint bench clean
+.PHONY: all setup system-setup system-figures system-test branches figures release grade check report \
+        formgrader export demo site lab test lint bench clean
 
 all: branches figures release site
 
+# ---- system packages each stage needs (the list: NEEDS in src/coursekit/system.py): found, installed
+# with apt-get as root, or make stops with one line naming them
+system-setup:
+	python3 $(SYSTEM) setup $(SYSTEM_FLAGS)
+
+system-figures system-test: $(STAMP)
+	$(PY) $(SYSTEM) $(@:system-%=%) $(SYSTEM_FLAGS)
+
 # ---- set-up: a virtualenv with the pinned packages, and the npm packages the site serves offline
-$(STAMP): requirements.txt pyproject.toml package.json package-lock.json
+$(STAMP): requirements.txt pyproject.toml package.json package-lock.json | system-setup
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
@@ -22,7 +33,7 @@ setup: $(STAMP)
 branches: $(STAMP)
 	$(CK) branches
 
-figures: $(STAMP)
+figures: system-figures
 	$(PY) -m grpolab.figures --out-dir assets/figs
 
 release: $(STAMP) branches
@@ -56,14 +67,14 @@ lab: $(STAMP)
 	$(CK) lab
 
 # ---- checks
-test: $(STAMP)
+test: system-test
 	$(PY) -m ruff check src tests bench
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench
 
-bench: $(STAMP)
+bench: system-test
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:

@@ -24,6 +24,7 @@ import http.server
 import json
 import re
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 from coursekit import preview, runner
 from coursekit.cli import main as coursekit
 from coursekit.lesson import parse_lesson
+from coursekit.system import find_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_ARGS = [
@@ -129,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
+    executable = find_chromium()
+    if executable is None:
+        print("error: no Chromium; `make bench` installs it (see src/coursekit/system.py)", file=sys.stderr)
+        return 1
     code = parse_lesson(ROOT / runner.LESSON).reference_code
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "_site"
@@ -139,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         url = f"http://127.0.0.1:{server.server_port}/{target}"
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
             base = url.rsplit("/", 2)[0] + "/"
             runs = [measure(browser, url, code) | {"bare": bare_pyodide(browser, base + "bare.html")}
                     for _ in range(args.repeat)]

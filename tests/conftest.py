@@ -1,15 +1,52 @@
-"""Shared fixtures: the project root, the seed's exercise cell, a static file server and one Chromium."""
+"""Shared fixtures: the project root, the seed's exercise cell, a static file server, one Chromium, a stale
+matplotlib font cache, and committed (git HEAD) files."""
 
 import functools
 import http.server
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from coursekit.system import NEEDS, find_chromium, stop_line
+
 ROOT = Path(__file__).resolve().parents[1]
 SEED_DIR = ROOT.parent / "shared" / "seed"
+
+
+def _committed(path: str) -> bytes:
+    return subprocess.run(["git", "show", f"HEAD:{path}"], cwd=ROOT, capture_output=True, check=True).stdout
+
+
+@pytest.fixture(scope="session")
+def committed() -> Callable[[str], bytes]:
+    """committed(path) -> the bytes of path (relative to the project root) as committed in git HEAD."""
+    return _committed
+
+
+# Writes matplotlib's font list cache as it was before fonts-noto-cjk was installed: every font but the CJK ones.
+_STALE_FONT_CACHE = """
+from pathlib import Path
+import matplotlib
+from matplotlib import font_manager as fm
+fm.fontManager.ttflist = [f for f in fm.fontManager.ttflist if "CJK" not in f.name]
+fm.json_dump(fm.fontManager, Path(matplotlib.get_cachedir()) / f"fontlist-v{fm.FontManager.__version__}.json")
+"""
+_LISTS_CJK = "from matplotlib import font_manager as fm; print(any('CJK' in f.name for f in fm.fontManager.ttflist))"
+
+
+@pytest.fixture
+def stale_font_cache(tmp_path: Path) -> dict[str, str]:
+    """An environment whose MPLCONFIGDIR holds a font list cache written before the CJK font was installed."""
+    env = {**os.environ, "MPLCONFIGDIR": str(tmp_path / "mplconfig")}
+    subprocess.run([sys.executable, "-c", _STALE_FONT_CACHE], env=env, check=True)
+    lists_cjk = subprocess.run([sys.executable, "-c", _LISTS_CJK], env=env, capture_output=True, text=True, check=True)
+    assert lists_cjk.stdout.strip() == "False", "the simulated cache should hide the CJK fonts from matplotlib"
+    return env
 
 
 def _seed_exercise_cell(seed_text: str) -> str:
@@ -63,10 +100,13 @@ def serve_directory() -> Iterator[Callable[[Path], str]]:
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
-    """Debian's Chromium, headless, launched once for the whole session (site and runner tests)."""
+    """The Chromium `make test` found or installed, headless, launched once for the session (site and runner tests)."""
     from playwright.sync_api import sync_playwright
 
+    executable = find_chromium()
+    if executable is None:
+        pytest.fail(f"no Chromium: {stop_line([need for need in NEEDS if need.find is find_chromium])}")
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        chromium = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()

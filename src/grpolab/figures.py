@@ -2,7 +2,10 @@
 
 ``python -m grpolab.figures [--out-dir assets/figs]`` writes ``grpo_reward_distribution.png``.
 Byte-stable: Agg backend, fixed size and dpi, no Software/date metadata, data computed by grpolab.
-Chinese labels use a Noto CJK font when one is installed; otherwise English labels, no warnings.
+Labels are Chinese, drawn with a Noto CJK font. matplotlib's font list is a cache (in MPLCONFIGDIR) that
+can predate the font's installation, so the system fonts are rescanned when the font is not in it; with
+no CJK font installed drawing stops with FigureError (one line naming the package) instead of drawing
+boxes or English.
 """
 from __future__ import annotations
 
@@ -24,29 +27,44 @@ CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Serif CJK SC", "We
 FIGURE_11_1 = "grpo_reward_distribution.png"
 
 
-def cjk_font() -> str | None:
-    """The first installed CJK font family from CJK_FAMILIES, or None."""
-    installed = {f.name for f in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FAMILIES if name in installed), None)
+class FigureError(RuntimeError):
+    """A figure cannot be drawn as committed; the message says what to install."""
 
 
-def use_style() -> bool:
-    """Set rcParams for the course figures; True when Chinese labels can be drawn."""
-    family = cjk_font()
+def _known_cjk_family() -> str | None:
+    known = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FAMILIES if name in known), None)
+
+
+def cjk_font() -> str:
+    """The first family of CJK_FAMILIES that is installed, rescanning the system fonts once when
+    matplotlib's cached font list does not have one; FigureError when none is installed."""
+    family = _known_cjk_family()
+    if family is None:  # the cache may be older than the font: add the font files it does not list
+        listed = {f.fname for f in font_manager.fontManager.ttflist}
+        for path in font_manager.findSystemFonts():
+            if path not in listed:
+                try:
+                    font_manager.fontManager.addfont(path)
+                except (OSError, RuntimeError, ValueError):
+                    pass  # an unreadable font file; matplotlib's own scan skips these too
+        family = _known_cjk_family()
+    if family is None:
+        raise FigureError(f"no CJK font for the figures' Chinese labels (looked for {', '.join(CJK_FAMILIES)}): "
+                          "install fonts-noto-cjk (`make figures` does as root)")
+    return family
+
+
+def use_style() -> None:
+    """Set rcParams for the course figures (a CJK font first; FigureError when there is none)."""
     plt.rcParams.update({
-        "font.family": [family, "DejaVu Sans"] if family else ["DejaVu Sans"],
+        "font.family": [cjk_font(), "DejaVu Sans"],
         "axes.unicode_minus": False,
         "font.size": 10,
         "axes.spines.top": False,
         "axes.spines.right": False,
         "svg.hashsalt": "grpolab",
     })
-    return family is not None
-
-
-def text(zh: str, en: str, chinese: bool) -> str:
-    """zh when a CJK font is available, else en."""
-    return zh if chinese else en
 
 
 def save_figure(fig: plt.Figure, path: str | Path) -> Path:
@@ -60,17 +78,17 @@ def save_figure(fig: plt.Figure, path: str | Path) -> Path:
 
 # Four prompts, G = 8 responses each: what a rule-based grader typically returns.
 EXAMPLE_GROUPS = {
-    ("混合组 3/8 答对", "mixed, 3/8 right"): [1, 0, 0, 1, 0, 1, 0, 0],
-    ("难题 1/8 答对", "hard, 1/8 right"): [0, 0, 0, 0, 1, 0, 0, 0],
-    ("部分分", "partial credit"): [0.2, 0.9, 0.5, 0.7, 0.1, 0.6, 0.4, 0.8],
-    ("全错（零方差）", "all wrong (zero variance)"): [0, 0, 0, 0, 0, 0, 0, 0],
+    "混合组 3/8 答对": [1, 0, 0, 1, 0, 1, 0, 0],
+    "难题 1/8 答对": [0, 0, 0, 0, 1, 0, 0, 0],
+    "部分分": [0.2, 0.9, 0.5, 0.7, 0.1, 0.6, 0.4, 0.8],
+    "全错（零方差）": [0, 0, 0, 0, 0, 0, 0, 0],
 }
 
 
-def figure_reward_distribution(out_dir: str | Path) -> Path:
-    """Figure 11-1: rewards of four groups (top) and their GRPO advantages (bottom)."""
-    chinese = use_style()
-    names = [zh if chinese else en for zh, en in EXAMPLE_GROUPS]
+def draw_reward_distribution() -> plt.Figure:
+    """Figure 11-1: rewards of four groups (top row) and their GRPO advantages (bottom row)."""
+    use_style()
+    names = list(EXAMPLE_GROUPS)
     rewards = torch.tensor(list(EXAMPLE_GROUPS.values()), dtype=torch.float64)  # (4, 8)
     adv = compute_advantages(rewards, "grpo")  # (4, 8)
     mean, std = rewards.mean(1), group_std(rewards)
@@ -85,27 +103,33 @@ def figure_reward_distribution(out_dir: str | Path) -> Path:
         bottom.bar(x, adv[j].tolist(), color=colors)
         bottom.axhline(0.0, color="black", lw=0.8)
         if float(std[j]) < 1e-8:
-            bottom.text(3.5, 0.4, text("std < eps → 优势全为 0", "std < eps → all zero", chinese),
-                        ha="center", fontsize=8)
+            bottom.text(3.5, 0.4, "std < eps → 优势全为 0", ha="center", fontsize=8)
         for ax in (top, bottom):
             ax.set_xticks(list(x))
             ax.set_xticklabels([str(i + 1) for i in x], fontsize=7)
-    axes[0, 0].set_ylabel(text("奖励 r_i", "reward r_i", chinese))
-    axes[1, 0].set_ylabel(text("优势 (r_i-μ)/σ", "advantage (r_i-μ)/σ", chinese))
+    axes[0, 0].set_ylabel("奖励 r_i")
+    axes[1, 0].set_ylabel("优势 (r_i-μ)/σ")
     for ax in axes[1]:
-        ax.set_xlabel(text("组内回答 i", "response i", chinese), fontsize=8)
-    fig.suptitle(text("图 11-1：GRPO 组内相对优势（G=8，总体标准差，零方差组置零）",
-                      "Fig. 11-1: GRPO group-relative advantages (G=8, population std, zero-variance guard)",
-                      chinese), fontsize=11)
+        ax.set_xlabel("组内回答 i", fontsize=8)
+    fig.suptitle("图 11-1：GRPO 组内相对优势（G=8，总体标准差，零方差组置零）", fontsize=11)
     fig.tight_layout()
-    return save_figure(fig, Path(out_dir) / FIGURE_11_1)
+    return fig
+
+
+def figure_reward_distribution(out_dir: str | Path) -> Path:
+    """Draw Figure 11-1 and write it to out_dir/grpo_reward_distribution.png."""
+    return save_figure(draw_reward_distribution(), Path(out_dir) / FIGURE_11_1)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grpolab.figures", description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", default="assets/figs", help="folder for the PNG (default: assets/figs)")
     args = parser.parse_args(argv)
-    path = figure_reward_distribution(args.out_dir)
+    try:
+        path = figure_reward_distribution(args.out_dir)
+    except FigureError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {path}")
     return 0
 
