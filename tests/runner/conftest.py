@@ -56,7 +56,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, course: Course) -> Path:
     preview.write_text(page.replace("{head}", runner.head_tags("../")), encoding="utf-8")
     (site / QUARTO_PAGE).parent.mkdir(parents=True)
     shutil.copyfile(FIXTURES / "quarto_page.html", site / QUARTO_PAGE)
-    shutil.copytree(ROOT / "assets" / "runner", site / QUARTO_DEPENDENCY, ignore=shutil.ignore_patterns("*.lua"))
+    shutil.copytree(ROOT / "assets" / "runner", site / QUARTO_DEPENDENCY,
+                    ignore=shutil.ignore_patterns("*.lua", "*.mjs", "*.md", "src"))
     return site
 
 

@@ -42,10 +42,11 @@ class Widget:
 
     @property
     def code(self) -> str:
-        return self.page.input_value(".cr-editor")
+        return self.page.evaluate("document.querySelector('.cr-host').courseRunner.code")
 
     def type_code(self, code: str) -> None:
-        self.page.fill(".cr-editor", code)
+        """Replace the editor's text (CodeMirror's own change path, as a paste would)."""
+        self.page.evaluate("code => { document.querySelector('.cr-host').courseRunner.code = code; }", code)
 
     def _click_and_wait(self, action: str, timeout_ms: int = 60_000) -> None:
         before = self.page.get_attribute(".cr-widget", "data-completed") or "0"
