@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 CK      := $(PY) -m coursekit
 STAMP   := .venv/.installed
 
-.PHONY: all setup branches figures release grade check report formgrader demo site lab test lint bench clean
+.PHONY: all setup branches figures editor release grade check report formgrader demo site lab test lint bench clean
 
 all: branches figures release site
 
@@ -17,6 +17,10 @@ $(STAMP): requirements.txt pyproject.toml package.json package-lock.json
 	touch $@
 
 setup: $(STAMP)
+
+# ---- the runner's CodeMirror bundle (committed; tests/runner/test_editor_bundle.py rebuilds and compares)
+editor: $(STAMP)
+	node assets/runner/build-editor.mjs
 
 # ---- lesson source -> branches, figures, nbgrader
 branches: $(STAMP)

@@ -359,10 +359,12 @@
       this.editorHost = el("div", { class: "cr-editor", id: "cr-editor" });
       this.checks = el("div", { class: "cr-checks", "aria-live": "polite", tabindex: "-1" });
       this.output = el("pre", { class: "cr-output", "aria-live": "polite" });
+      const { download, ...actions } = this.buttons;
       this.toolbar = el("div", { class: "cr-toolbar", role: "toolbar", "aria-label": "练习工具栏" },
-        el("span", { class: "cr-actions" }, ...Object.values(this.buttons)), idField, this.status);
+        el("span", { class: "cr-actions" }, ...Object.values(actions)), this.status);
+      const handIn = el("div", { class: "cr-handin" }, idField, download);
       this.root = el("section", { class: "cr-widget", "data-state": "loading", "aria-label": "在线练习", lang: "zh-CN" },
-        this.toolbar, this.editorHost, this.checks, this.output);
+        this.toolbar, this.editorHost, this.checks, this.output, handIn);
       for (const child of this.host.children) child.hidden = true;
       this.host.classList.add("cr-host");
       this.host.append(this.root);
@@ -380,7 +382,7 @@
         this.validateId();
       });
       this.validateId();
-      this.toolbar.addEventListener("click", (e) => this.onClick(e));
+      this.root.addEventListener("click", (e) => this.onClick(e));
       this.updateHintButton();
     }
 
