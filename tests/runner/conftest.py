@@ -4,7 +4,9 @@ The fixture site holds two pages with the real runner files, config and Pyodide 
 `preview/`, the real exercise preview built by coursekit.preview):
 `exercises/lesson11_grpo.html` in the shape of the nbconvert preview (cell tag class) and
 `quarto/lesson11_grpo.html` in the shape of a Quarto page after runner.lua (runner.js loaded from
-site_libs/, `.course-runner` wrapper with data-runner-root). The config's time limit is 3 s.
+site_libs/, `.course-runner` wrapper with data-runner-root), and `bootstrap/lesson11_grpo.html`, the
+same styled with the Bootstrap 5.3 CSS that Quarto's themes are built on, in a Bootstrap grid column
+(Quarto cannot run here; this page stands in for its layout). The config's time limit is 3 s.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
 PREVIEW_PAGE = "exercises/lesson11_grpo.html"
 QUARTO_PAGE = "quarto/lesson11_grpo.html"
+BOOTSTRAP_PAGE = "bootstrap/lesson11_grpo.html"
+BOOTSTRAP_CSS = ROOT / "node_modules" / "bootstrap" / "dist" / "css" / "bootstrap.min.css"
 QUARTO_DEPENDENCY = "site_libs/quarto-contrib/course-runner-1.0.0"
 TIME_LIMIT_S = 3.0
 
@@ -56,6 +60,10 @@ def site(tmp_path_factory: pytest.TempPathFactory, course: Course) -> Path:
     preview.write_text(page.replace("{head}", runner.head_tags("../")), encoding="utf-8")
     (site / QUARTO_PAGE).parent.mkdir(parents=True)
     shutil.copyfile(FIXTURES / "quarto_page.html", site / QUARTO_PAGE)
+    (site / BOOTSTRAP_PAGE).parent.mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "bootstrap_page.html", site / BOOTSTRAP_PAGE)
+    (site / "vendor").mkdir()
+    shutil.copyfile(BOOTSTRAP_CSS, site / "vendor" / "bootstrap.min.css")
     shutil.copytree(ROOT / "assets" / "runner", site / QUARTO_DEPENDENCY,
                     ignore=shutil.ignore_patterns("*.lua", "*.mjs", "*.md", "src"))
     return site
@@ -80,9 +88,9 @@ def preview_site(site: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def pages(base_url: str, preview_site: Path) -> dict[str, str]:
-    """URLs of the fixture pages ("preview", "quarto") and of the real preview's lesson page ("real")."""
+    """URLs of the fixture pages ("preview", "quarto", "bootstrap") and of the real preview's lesson page ("real")."""
     real = preview.BRANCHES["exercise"].lesson.target
-    return {"preview": base_url + PREVIEW_PAGE, "quarto": base_url + QUARTO_PAGE,
+    return {"preview": base_url + PREVIEW_PAGE, "quarto": base_url + QUARTO_PAGE, "bootstrap": base_url + BOOTSTRAP_PAGE,
             "real": f"{base_url}{preview_site.name}/{real}"}
 
 

@@ -1,12 +1,13 @@
 // Source of assets/runner/editor.js, the runner's code editor: CodeMirror 6 with Python highlighting,
-// indentation, undo/redo, bracket matching and closing, line numbers. Bundled by build-editor.mjs
+// indentation, undo/redo, bracket matching and closing, line numbers; long lines wrap (a phone's
+// column is narrow). Bundled by build-editor.mjs
 // (esbuild, npm packages pinned in package.json); runner.js loads the bundle with import().
 //
 // Keys: Ctrl/Cmd+Enter run, Ctrl/Cmd+Shift+Enter check, Tab / Shift+Tab indent, Esc then Tab leaves
 // the editor (CodeMirror's tab-focus mode), Ctrl/Cmd+Z / Ctrl/Cmd+Shift+Z (or Ctrl+Y) undo / redo.
 // Input methods (拼音) compose through CodeMirror's own composition handling.
 import { closeBrackets, closeBracketsKeymap } from "@codemirror/autocomplete";
-import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
+import { defaultKeymap, history, historyKeymap, indentWithTab, redo } from "@codemirror/commands";
 import { python } from "@codemirror/lang-python";
 import {
   bracketMatching, defaultHighlightStyle, indentOnInput, indentUnit, syntaxHighlighting,
@@ -25,7 +26,7 @@ const layout = EditorView.theme({
     fontFamily: 'ui-monospace, "SFMono-Regular", Menlo, Consolas, "Noto Sans Mono CJK SC", monospace',
     lineHeight: "1.45", overflow: "auto", maxHeight: "70vh",
   },
-  ".cm-content": { padding: "0.4rem 0", minHeight: "12rem", whiteSpace: "pre" },
+  ".cm-content": { padding: "0.4rem 0", minHeight: "12rem" },
   ".cm-line": { padding: "0 0.5rem" },
   ".cm-gutters": { userSelect: "none" },
 });
@@ -38,6 +39,7 @@ export function createEditor(parent, { doc, label, onChange, onRun, onCheck }) {
   const shortcuts = [
     { key: "Mod-Enter", run: () => { onRun(); return true; } },
     { key: "Shift-Mod-Enter", run: () => { onCheck(); return true; } },
+    { key: "Shift-Mod-z", run: redo, preventDefault: true }, // as on macOS, also on Linux and Windows
   ];
   const view = new EditorView({
     parent,
@@ -47,7 +49,7 @@ export function createEditor(parent, { doc, label, onChange, onRun, onCheck }) {
         lineNumbers(), highlightActiveLineGutter(), highlightSpecialChars(), history(), drawSelection(),
         indentOnInput(), bracketMatching(), closeBrackets(), highlightActiveLine(),
         syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
-        python(), indentUnit.of("    "), EditorState.tabSize.of(4),
+        python(), indentUnit.of("    "), EditorState.tabSize.of(4), EditorView.lineWrapping,
         keymap.of([...shortcuts, ...closeBracketsKeymap, ...defaultKeymap, ...historyKeymap, indentWithTab]),
         EditorView.contentAttributes.of({
           "aria-label": label, autocapitalize: "off", autocorrect: "off", spellcheck: "false",
