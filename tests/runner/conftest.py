@@ -90,8 +90,8 @@ def preview_site(site: Path) -> Path:
 def pages(base_url: str, preview_site: Path) -> dict[str, str]:
     """URLs of the fixture pages ("preview", "quarto", "bootstrap") and of the real preview's lesson page ("real")."""
     real = preview.BRANCHES["exercise"].lesson.target
-    return {"preview": base_url + PREVIEW_PAGE, "quarto": base_url + QUARTO_PAGE, "bootstrap": base_url + BOOTSTRAP_PAGE,
-            "real": f"{base_url}{preview_site.name}/{real}"}
+    return {"preview": base_url + PREVIEW_PAGE, "quarto": base_url + QUARTO_PAGE,
+            "bootstrap": base_url + BOOTSTRAP_PAGE, "real": f"{base_url}{preview_site.name}/{real}"}
 
 
 @pytest.fixture(scope="session")
@@ -111,17 +111,47 @@ class Requests:
         return [u for u in self.urls if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))]
 
 
-@pytest.fixture
-def context(browser: object) -> Iterator[object]:
-    """A fresh browser context (own localStorage), downloads allowed."""
+@pytest.fixture(scope="module")
+def warm_context(browser: object) -> Iterator[object]:
+    """One browser context per test module: the HTTP cache and the runner's start-up snapshot stay warm."""
     ctx = browser.new_context(accept_downloads=True)
     yield ctx
     ctx.close()
 
 
 @pytest.fixture
-def requests(context: object) -> Requests:
+def context(warm_context: object, base_url: str) -> Iterator[object]:
+    """The module's context with no saved work (localStorage cleared) and no page left open after the test."""
+    page = warm_context.new_page()
+    page.goto(base_url)
+    page.evaluate("localStorage.clear()")
+    page.close()
+    yield warm_context
+    for page in warm_context.pages:
+        page.close()
+
+
+@pytest.fixture
+def fresh_context(browser: object) -> Iterator[object]:
+    """A brand-new context: empty HTTP cache, storage and Cache Storage (no start-up snapshot)."""
+    ctx = browser.new_context(accept_downloads=True)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def requests(context: object) -> Iterator[Requests]:
+    """What the context's pages request (workers included) and the page errors, during this test."""
     log = Requests()
-    context.on("request", lambda r: log.urls.append(r.url))
-    context.on("weberror", lambda e: log.errors.append(str(e.error)))
-    return log
+
+    def on_request(request: object) -> None:
+        log.urls.append(request.url)
+
+    def on_error(error: object) -> None:
+        log.errors.append(str(error.error))
+
+    context.on("request", on_request)
+    context.on("weberror", on_error)
+    yield log
+    context.remove_listener("request", on_request)
+    context.remove_listener("weberror", on_error)
