@@ -137,10 +137,11 @@ def _course_check(source, checks, limit_s):
 // Output goes to the page line by line with the current job's id, up to maxOutput characters.
 function stream(name) {
   return (text) => {
-    if (streamed > maxOutput) return;
+    const room = maxOutput - streamed;
+    if (room <= 0) return;
     streamed += text.length + 1;
-    const over = streamed > maxOutput;
-    postMessage({ type: "stream", id: currentId, name, text: over ? "\n（输出过长，后面的部分未显示）\n" : text + "\n" });
+    const shown = streamed > maxOutput ? `${text.slice(0, room)}\n（输出过长，后面的部分未显示）\n` : `${text}\n`;
+    postMessage({ type: "stream", id: currentId, name, text: shown });
   };
 }
 
