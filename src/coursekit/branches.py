@@ -33,7 +33,7 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 _SPAN = re.compile(r"\[([^\]]*)\]\{[^}]*\}")
 _IMAGE_WITH_WIDTH = re.compile(r'!\[([^\]]*)\]\(([^)]+)\)\{width="([^"]+)"(?: fig-alt="([^"]*)")?\}')
 # The exercise branch's level 4: where the answer is (the solution branch has the answer there).
-ANSWER_ELSEWHERE = ["完整答案（填空处的参考代码）只在**参考答案版**里：",
+ANSWER_ELSEWHERE = ["完整答案（两处填空的写法）只在**参考答案版**里：",
                     "老师在作业截止后发布参考答案版的网站和 notebook。先用前三级提示自己完成，再用“检查”核对。"]
 _BOLD = re.compile(r"\*\*([^*`\n]+?)\*\*")
 

@@ -104,11 +104,26 @@ def test_exercise_site_and_search_index_hold_no_answer_text(sites: dict[str, Pat
 
 
 def test_search_index_points_at_sections_of_the_written_pages(sites: dict[str, Path]) -> None:
-    entries = json.loads((sites["solution"] / "search.json").read_text(encoding="utf-8"))
+    entries = json.loads((sites["solution"] / "search.json").read_text(encoding="utf-8"))["sections"]
     pages = {e["href"].split("#")[0] for e in entries}
     assert pages == {"index.html", "solutions/lesson11_grpo.html", preview.DEMO.target}
     sections = {e["section"] for e in entries if e["href"].startswith("solutions/")}
     assert {"Q1", "Q2", "Q3"} <= sections
+
+
+def test_search_index_is_plain_text_with_the_sites_chinese_words(sites: dict[str, Path]) -> None:
+    index = json.loads((sites["exercise"] / "search.json").read_text(encoding="utf-8"))
+    text = " ".join(e["section"] + " " + e["text"] for e in index["sections"])
+    assert not re.search(r"\$|\\(text|frac|hat|sigma|mathbb)\b", text), "raw TeX in the search index"
+    assert "Dr. GRPO" in text and "std" in text and "G" in text.split()
+    assert {"组内", "优势", "方差"} <= set(index["words"])
+    assert all(len(w) == 2 for w in index["words"])
+
+
+def test_formulas_become_their_text() -> None:
+    assert preview.tex_to_text(r"\text{std}(\{r_1, \dots, r_G\})") == "std ( r 1, …, r G )"
+    assert preview.tex_to_text(r"\frac{2}{3} \approx 0.6667") == "2/3 ≈ 0.6667"
+    assert preview.plain_text("看 $G$ 与 $$\\hat{A}_i = x$$ 完") == "看 G 与 完"
 
 
 def test_home_markdown_keeps_one_profile_and_links_html() -> None:
