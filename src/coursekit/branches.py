@@ -42,7 +42,9 @@ _BOLD = re.compile(r"\*\*([^*`\n]+?)\*\*")
 
 def render_qmd(lesson: Lesson, branch: str) -> str:
     """The branch as Quarto markdown: profile blocks resolved, answers blanked or filled."""
-    front = f'---\ntitle: "{lesson.front_matter["title"]}"\njupyter: python3\n---\n'
+    front = (f'---\ntitle: "{lesson.front_matter["title"]}"\njupyter: python3\n'
+             # the page is one folder below the site root; MathJax is the site's own (see _quarto.yml)
+             "html-math-method:\n  method: mathjax\n  url: ../assets/vendor/mathjax/tex-chtml.js\n---\n")
     body = "\n".join(_qmd_nodes(lesson, lesson.nodes, branch))
     return _tidy(front + body)
 

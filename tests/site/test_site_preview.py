@@ -230,6 +230,45 @@ def test_post_render_gives_a_quarto_output_the_runner_files(
     assert config["branch"] == "solution"
     assert all((out / "assets" / "pyodide" / name).is_file() for name in runner.PYODIDE_FILES)
     assert (out / "assets" / "site" / "site.css").is_file()
+    assert (out / "assets" / "vendor" / "mathjax" / "tex-chtml.js").is_file(), "the pages' html-math-method url"
+
+
+QUARTO_HEAD = """<head>
+<script src="../site_libs/quarto-nav/quarto-nav.js"></script>
+  <script src="https://cdnjs.cloudflare.com/polyfill/v3/polyfill.min.js?features=es6"></script>
+  <script src="../assets/vendor/mathjax/tex-chtml.js" type="text/javascript"></script>
+</head><body><a href="https://arxiv.org/html/2402.03300v2">DeepSeekMath</a></body>"""
+
+
+def test_post_render_drops_quartos_polyfill_and_keeps_links(tmp_path: Path, monkeypatch, sites) -> None:
+    page = tmp_path / "_site" / "exercises" / "lesson11_grpo.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(QUARTO_HEAD, encoding="utf-8")
+    site_cli.post_render(ROOT, {"QUARTO_PROJECT_OUTPUT_DIR": str(tmp_path / "_site"), "QUARTO_PROFILE": "exercise"})
+    text = page.read_text(encoding="utf-8")
+    assert "polyfill" not in text and "cdnjs" not in text
+    assert '<script src="../assets/vendor/mathjax/tex-chtml.js"' in text and "https://arxiv.org" in text
+
+
+def test_post_render_fails_on_a_page_that_fetches_from_another_host(tmp_path: Path, sites) -> None:
+    page = tmp_path / "_site" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text('<link href="https://fonts.googleapis.com/css2?family=Source+Sans+Pro" rel="stylesheet">',
+                    encoding="utf-8")
+    with pytest.raises(CourseError, match=r"index\.html: loads https://fonts\.googleapis\.com/\S+ from another host"):
+        site_cli.post_render(ROOT, {"QUARTO_PROJECT_OUTPUT_DIR": str(tmp_path / "_site"), "QUARTO_PROFILE": "exercise"})
+
+
+def test_post_render_in_a_fresh_clone_says_run_make_site_in_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    """No release notebook yet (a fresh clone after `make setup`): one line that says what to run."""
+    for name in ("index.qmd", "exercises", "lessons", "assets", "node_modules"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", "_site")
+    monkeypatch.setenv("QUARTO_PROFILE", "exercise")
+    assert main(["site", "--post-render", "--root", str(tmp_path)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "release" in line
+    assert line.endswith("(run `make site`: it builds the branches and the release, then renders)")
 
 
 def test_post_render_rejects_an_unknown_profile(tmp_path: Path) -> None:
