@@ -211,10 +211,21 @@ def test_lab_without_branches_names_the_fix(tmp_path: Path) -> None:
         lab.prepare_workspace(tmp_path)
 
 
-def test_lab_command_binds_localhost_and_opens_the_copy(tmp_path: Path) -> None:
-    cmd = lab.lab_command(tmp_path, tmp_path / "work" / "lesson11_grpo.ipynb", 8899, open_browser=False)
+def test_lab_command_binds_localhost_serves_the_work_folder_and_opens_the_copy(tmp_path: Path) -> None:
+    cmd = lab.lab_command(tmp_path / "work" / "lesson11_grpo.ipynb", 8899, open_browser=False)
     assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--no-browser" in cmd
-    assert cmd[-1] == "work/lesson11_grpo.ipynb"
+    assert f"--ServerApp.root_dir={tmp_path / 'work'}" in cmd
+    assert "--LabApp.default_url=/lab/tree/lesson11_grpo.ipynb" in cmd
+
+
+def test_lab_environment_switches_off_nbgrader_for_students(tmp_path: Path) -> None:
+    env = lab.lab_environment(tmp_path, {"JUPYTER_CONFIG_PATH": "/elsewhere"})
+    first, *rest = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)
+    assert Path(first) == tmp_path / lab.LAB_CONFIG and rest == ["/elsewhere"]
+    server = json.loads((Path(first) / "jupyter_server_config.json").read_text(encoding="utf-8"))
+    assert set(server["ServerApp"]["jpserver_extensions"].values()) == {False}
+    page = json.loads((Path(first) / "labconfig" / "page_config.json").read_text(encoding="utf-8"))
+    assert page == {"disabledExtensions": {"@jupyter/nbgrader": True}}
 
 
 def test_post_render_gives_a_quarto_output_the_runner_files(
