@@ -216,8 +216,11 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: boo
 
 
 def page_head(build: Build, root: str, runner: bool) -> str:
-    """Extra <head> tags for one page: the runner's, on the lesson page only."""
-    return import_runner().head_tags(root) if runner and build.has_runner else ""
+    """Extra <head> tags for one page: the runner's, on the exercise site's lesson page only (the solution
+    page shows the task as text, with no cell for the runner; the runner starts Pyodide before the page is
+    parsed, so it must not be on a page without one)."""
+    wanted = runner and build.has_runner and build.branch.name == "exercise"
+    return import_runner().head_tags(root) if wanted else ""
 
 
 def import_runner() -> ModuleType:
