@@ -29,7 +29,7 @@ PREVIEW_PAGE = "exercises/lesson11_grpo.html"
 QUARTO_PAGE = "quarto/lesson11_grpo.html"
 BOOTSTRAP_PAGE = "bootstrap/lesson11_grpo.html"
 BOOTSTRAP_CSS = ROOT / "node_modules" / "bootstrap" / "dist" / "css" / "bootstrap.min.css"
-QUARTO_DEPENDENCY = "site_libs/quarto-contrib/course-runner-1.0.0"
+QUARTO_DEPENDENCY = "site_libs/quarto-contrib/course-runner-2.0.0"
 TIME_LIMIT_S = 3.0
 
 

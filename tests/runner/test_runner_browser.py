@@ -376,7 +376,7 @@ def test_quarto_page_attaches_to_the_course_runner_div(context, pages, requests)
     assert not widget.page.is_visible("button[data-action=hint]"), "no hint widget on this page: no button"
     widget.type_code(CORRECT)
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
-    assert any("/site_libs/quarto-contrib/course-runner-1.0.0/runner-worker.js" in u for u in requests.urls)
+    assert any("/site_libs/quarto-contrib/course-runner-2.0.0/runner-worker.js" in u for u in requests.urls)
     assert requests.off_host() == []
 
 

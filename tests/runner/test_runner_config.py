@@ -126,3 +126,10 @@ def test_head_tags_point_at_the_site_root() -> None:
     tags = runner.head_tags("../")
     assert '<script async src="../assets/runner/runner.js" data-runner-root="../"></script>' in tags
     assert 'href="../assets/runner/runner.css"' in tags
+
+
+def test_the_quarto_filter_ships_every_runner_file() -> None:
+    """runner.lua's HTML dependency must carry what write_config copies (the editor bundle included)."""
+    lua = (ROOT / "assets" / "runner" / "runner.lua").read_text(encoding="utf-8")
+    shipped = set(re.findall(r'path = "([\w.-]+)"', lua)) | set(re.findall(r'stylesheets = \{ "([\w.-]+)" \}', lua))
+    assert shipped == set(runner.RUNNER_FILES)
