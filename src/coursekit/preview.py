@@ -155,10 +155,11 @@ def write_search_index(build: Build) -> None:
 def add_runner(build: Build) -> None:
     """The runner hook: Pyodide into assets/pyodide/, the runner's files and this branch's config.
 
-    Runs only when assets/runner/runner.js exists; the lesson page already carries the runner's tags
-    (see `page_head`). All runner specifics live in coursekit.runner (the runner work owns it).
+    Runs only when assets/runner/runner.js exists, and for the exercise site only: its lesson page
+    carries the runner's tags (see `page_head`); the solution page has no exercise cell for it. All runner
+    specifics live in coursekit.runner (the runner work owns it).
     """
-    if not build.has_runner:
+    if not build.has_runner or build.branch.name != "exercise":
         return
     runner = import_runner()
     runner.copy_pyodide(build.site_dir, source=build.root / PYODIDE)
@@ -198,17 +199,20 @@ def build_preview(root: Path, branch: str, site_dir: Path | None = None) -> Path
 def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: bool) -> None:
     """Render one notebook with the preview template to site_dir/target."""
     root = "../" * target.count("/")
-    site = {
-        "root": root, "title": SITE_TITLE, "branch": build.branch.name, "notice": NOTICE,
-        "head": page_head(build, root, runner), "nav": nav_links(build, target, root),
-    }
+    site = {"root": root, "title": SITE_TITLE, "branch": build.branch.name, "notice": NOTICE,
+            "nav": nav_links(build, target, root)}
     exporter = HTMLExporter(
         template_name="lab", template_file="preview.html.j2", extra_template_paths=[str(TEMPLATE_DIR)]
     )
     html, _ = exporter.from_notebook_node(nb, resources={"site": site})
     html, found = re.subn(r'<html lang="[^"]*">', f'<html lang="{SITE_LANG}">', html, count=1)
-    if not found:
-        raise CourseError(f"{TEMPLATE_DIR / 'preview.html.j2'}: the page has no <html lang=...> tag to set")
+    # The runner's tags open <head>: the parser reaches them before nbconvert's ~280 KB of inline CSS,
+    # so the worker (and Pyodide) start that much sooner.
+    html, found_head = re.subn(r'(<head>\s*<meta charset="utf-8"\s*/?>)', lambda m: m[1] + "\n" + page_head(
+        build, root, runner), html, count=1)
+    if not (found and found_head):
+        raise CourseError(f"{TEMPLATE_DIR / 'preview.html.j2'}: the page has no <html lang=...> or <head><meta "
+                          "charset> to set")
     out = build.site_dir / target
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")

@@ -233,15 +233,18 @@ def test_post_render_gives_a_quarto_output_the_runner_files(
 ) -> None:
     """`sites` first: it makes sure the nbgrader release notebook the runner's config reads exists."""
 
-    out = tmp_path / "_site-solution"
+    out = tmp_path / "_site"
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(out))
-    monkeypatch.setenv("QUARTO_PROFILE", "solution")
+    monkeypatch.setenv("QUARTO_PROFILE", "exercise")
     assert main(["site", "--post-render", "--root", str(ROOT)]) == 0
     config = json.loads((out / "assets" / "runner" / runner.CONFIG_NAME).read_text(encoding="utf-8"))
-    assert config["branch"] == "solution"
+    assert config["branch"] == "exercise"
     assert all((out / "assets" / "pyodide" / name).is_file() for name in runner.PYODIDE_FILES)
     assert (out / "assets" / "site" / "site.css").is_file()
     assert (out / "assets" / "vendor" / "mathjax" / "tex-chtml.js").is_file(), "the pages' html-math-method url"
+    solution = tmp_path / "_site-solution"  # no exercise cell there: no runner, no Pyodide
+    site_cli.post_render(ROOT, {"QUARTO_PROJECT_OUTPUT_DIR": str(solution), "QUARTO_PROFILE": "solution"})
+    assert not (solution / "assets" / "pyodide").exists() and (solution / "assets" / "vendor" / "mathjax").is_dir()
 
 
 QUARTO_HEAD = """<head>
