@@ -5,7 +5,7 @@ STAMP   := .venv/.installed
 SYSTEM  := src/coursekit/system.py
 # SYSTEM_FLAGS=--check: only look for the system packages, install nothing
 
-.PHONY: all setup system-setup system-figures system-test branches figures release grade check report \
+.PHONY: all setup system-setup system-figures system-test branches figures editor release grade check report \
         formgrader export demo site lab test lint bench clean
 
 all: branches figures release site
@@ -28,6 +28,10 @@ $(STAMP): requirements.txt pyproject.toml package.json package-lock.json | syste
 	touch $@
 
 setup: $(STAMP)
+
+# ---- the runner's CodeMirror bundle (committed; tests/runner/test_editor_bundle.py rebuilds and compares)
+editor: $(STAMP)
+	node assets/runner/build-editor.mjs
 
 # ---- lesson source -> branches, figures, nbgrader
 branches: $(STAMP)

@@ -6,14 +6,15 @@ Builds the exercise preview into a temp folder (running `coursekit release` firs
 notebook is missing), serves it on 127.0.0.1 and, in N fresh browser contexts (empty cache and storage):
 
 - load -> first Check: from page.goto to the first Check result (Pyodide loads in between), in a
-  fresh context and again after a reload (browser cache warm);
+  fresh context, and again after a reload once the page has stored its start-up snapshot (HTTP cache
+  and Cache Storage warm: what a student gets on every later visit);
 - second Check: click to result, as timed by the page (runner.js) and as seen from here;
 - baselines from the same run, interleaved with the lesson page: a blank page that only loads the
   same Pyodide files in a module worker (the floor for any first Check), load -> "Python ready" on
   the lesson page, and a Run of `pass` (the worker's round trip without the checks).
 
-Medians are printed with the issue's targets (first Check <= 5 s, second Check <= 200 ms); nothing is
-asserted.
+Medians are printed with the targets, as ratios to the blank page's Pyodide load measured in the same
+run (issue 12: first Check <= 1.1x, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
-LINE = "{name:<44} {value}"
+LINE = "{name:<58} {value}"
 DONE = "n => Number(document.querySelector('.cr-widget').dataset.completed || 0) > n"
 BARE_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"></head><body><script>
 const worker = new Worker("bare-worker.js", {type: "module"});
@@ -117,9 +118,11 @@ def measure(browser: object, url: str, code: str) -> dict[str, float]:
     passed = page.get_attribute(".cr-summary", "data-passed")
     second = click_and_wait(page, "check")
     second_in_page = page_ms(page) / 1000
-    page.fill(".cr-editor", "pass\n")
+    page.evaluate("() => { document.querySelector('.cr-host').courseRunner.code = 'pass\\n'; }")
     run_pass = click_and_wait(page, "run")
-    _, reload_first = first_check(page, url)  # same context: HTTP cache (and V8's code cache) warm
+    page.wait_for_selector(".cr-widget[data-snapshot=stored]", timeout=180_000)
+    _, reload_first = first_check(page, url)  # same context: HTTP cache and the start-up snapshot warm
+    assert page.get_attribute(".cr-widget", "data-start") == "snapshot", "the reload did not use the snapshot"
     context.close()
     return {"ready": ready, "first": first, "second": second, "second_in_page": second_in_page,
             "run_pass": run_pass, "reload_first": reload_first, "passed": float(passed)}
@@ -156,9 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     print(LINE.format(name="checks passed (of 3), median", value=f"{med['passed']:.0f}"))
     print(LINE.format(name="blank page -> Pyodide loaded (s)  [baseline]", value=f"{med['bare']:.2f}"))
     print(LINE.format(name="load -> Python ready (s)", value=f"{med['ready']:.2f}"))
-    print(LINE.format(name="load -> first Check result (s)", value=f"{med['first']:.2f}  (target <= 5 s)"))
-    print(LINE.format(name="first Check / blank-page Pyodide", value=f"{med['first'] / med['bare']:.2f}"))
+    print(LINE.format(name="load -> first Check result (s)", value=f"{med['first']:.2f}"))
+    print(LINE.format(name="first Check / blank-page Pyodide  [target <= 1.1]",
+                      value=f"{med['first'] / med['bare']:.2f}"))
     print(LINE.format(name="reload -> first Check result (s)", value=f"{med['reload_first']:.2f}"))
+    print(LINE.format(name="reload first Check / blank-page Pyodide  [target <= 0.6]",
+                      value=f"{med['reload_first'] / med['bare']:.2f}"))
     in_page = med["second_in_page"] * 1000
     print(LINE.format(name="second Check, in page (ms)", value=f"{in_page:.0f}  (target <= 200 ms)"))
     print(LINE.format(name="second Check, click to result (ms)", value=f"{med['second'] * 1000:.0f}"))

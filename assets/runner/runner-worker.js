@@ -1,34 +1,62 @@
 // Course runner worker (a module worker, as Pyodide 314 requires): loads Pyodide once, then runs the
 // student's code ("run") or the visible checks against it ("check"). The page terminates and
-// recreates this worker to stop a runaway run.
+// recreates this worker to stop a runaway job.
 //
-// Messages in:  {type: "boot", configURL, root, pyodideURL}  (first worker of a page: fetch the
-//                 config, answer {type: "config", config, indexURL}, and when config.preload is
-//                 true start Pyodide right away)
-//               {type: "init", indexURL}                    (start Pyodide; once per worker)
-//               {type: "run", id, code}
-//               {type: "check", id, code, checks: [{id, title, code}]}
-// Messages out: {type: "config", config, indexURL} | {type: "config-error", message}
-//               {type: "ready"} | {type: "init-error", message}
+// Messages in:  {type: "boot", configURL, indexURL}  (first worker of a page: start Pyodide and fetch
+//                 the config at the same time; answer {type: "config", config})
+//               {type: "init", indexURL}            (a replacement worker: start Pyodide only)
+//               {type: "snapshot", indexURL}        (a background worker: store a start-up snapshot, exit)
+//               {type: "run", id, code, timeLimitS, maxOutput}
+//               {type: "check", id, code, checks: [{id, title, code, own_run}], timeLimitS, maxOutput}
+// Messages out: {type: "config", config} | {type: "config-error", message}
+//               {type: "ready", fromSnapshot} | {type: "init-error", message}
 //               {type: "stream", id, name: "stdout"|"stderr", text}
 //               {type: "done", id, result}   (run: {error}, check: {setup_error, results: [...]})
 //               {type: "fatal", id, message} (the interpreter died; the page replaces this worker)
+//               {type: "snapshot-done", stored}
+//
+// Start-up snapshot: the first load of a browser profile starts Python the slow way (download,
+// compile, unpack the standard library, run the start-up code). Later a background worker makes a
+// memory snapshot of a freshly started interpreter (helpers defined, no student code run yet) and
+// keeps it in Cache Storage; every later load restores it instead (Pyodide's `_loadSnapshot`),
+// falling back to the slow way if it is missing or does not load. The snapshot's name carries the
+// Pyodide version and a hash of the helpers, so a new site release never restores an old state.
 
 let pyodide = null;
 let runPython = null; // the helpers below, as Python callables
 let checkPython = null;
 let currentId = null;
+let streamed = 0; // characters of output sent for the current job
+let maxOutput = Infinity;
 let initStarted = false;
 
-// Python side: exec with a named source (so tracebacks show the student's lines), and a check
-// runner that mirrors nbgrader: the answer cell first (errors recorded, not fatal), then each
-// check group in the same namespace, each passing or failing on its own.
+// Python side: exec with a named source (so tracebacks show the student's lines) and a time limit
+// per step, and a check runner that mirrors the grader (nbgrader, one kernel): the student's code
+// first (errors and time-outs recorded, not fatal: what it defined stays), then each check in the
+// same namespace, each passing or failing on its own with its own time limit. A check with
+// `own_run` names (see coursekit.lesson.VisibleCheck) passes only if the student's own run left each
+// name with the value the check's visible lines give it: that is what the grader scores.
 const PYTHON_HELPERS = String.raw`
-import json, linecache, traceback
+import json, linecache, sys, time, traceback
 
-def _course_exec(source, filename, ns):
+class CourseTimeLimit(BaseException):
+    """Raised into the running code when its step is over the time limit."""
+
+_COURSE_MISSING = object()
+
+def _course_exec(source, filename, ns, limit_s):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), ns)
+    code = compile(source, filename, "exec")
+    deadline = time.monotonic() + limit_s
+    def tracer(frame, event, arg):
+        if time.monotonic() > deadline:
+            raise CourseTimeLimit(f"运行超过 {limit_s:g} 秒，已自动停止（是否有死循环？）")
+        return tracer
+    sys.settrace(tracer)
+    try:
+        exec(code, ns)
+    finally:
+        sys.settrace(None)
 
 def _course_user_tb(exc):
     """Drop the leading frames of this helper (file "<exec>") and of Pyodide's own modules."""
@@ -39,12 +67,14 @@ def _course_user_tb(exc):
     return tb
 
 def _course_format(exc):
+    if isinstance(exc, CourseTimeLimit):
+        return str(exc) + "\n"
     return "".join(traceback.format_exception(type(exc), exc, _course_user_tb(exc)))
 
-def _course_run(source):
+def _course_run(source, limit_s):
     ns = {"__name__": "__main__"}
     try:
-        _course_exec(source, "<你的代码>", ns)
+        _course_exec(source, "<你的代码>", ns, limit_s)
     except BaseException as exc:
         return json.dumps({"error": _course_format(exc)})
     return json.dumps({"error": None})
@@ -52,7 +82,7 @@ def _course_run(source):
 def _course_summary(exc, filename):
     """'第 N 行：<line>' of the last frame in filename, then 'Type: message', then where in the
     student's code it failed when that is elsewhere."""
-    text = type(exc).__name__ + (f": {exc}" if str(exc) else "")
+    text = str(exc) if isinstance(exc, CourseTimeLimit) else type(exc).__name__ + (f": {exc}" if str(exc) else "")
     frames = traceback.extract_tb(exc.__traceback__)
     here = [f for f in frames if f.filename == filename]
     if here:
@@ -62,72 +92,163 @@ def _course_summary(exc, filename):
         text += f"\n（出错位置：你的代码第 {inner[-1].lineno} 行：{(inner[-1].line or '').strip()}）"
     return text
 
-def _course_check(source, checks):
+def _course_same(a, b):
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+def _course_own_run(names, before, ns):
+    """Why the student's own run does not give these names their checked values, or None."""
+    missing = [n for n in names if before[n] is _COURSE_MISSING]
+    if missing:
+        return ("此项按你自己代码的运行结果计分：你的代码没有算出 " + "、".join(missing)
+                + "（代码在这之前出错或断言失败，没有运行到这些赋值）。评分时此项 0 分。")
+    wrong = [n for n in names if not _course_same(before[n], ns.get(n))]
+    if wrong:
+        return ("此项按你自己代码的运行结果计分：" + "；".join(
+            f"你的 {n} = {before[n]!r}，应为 {ns.get(n)!r}" for n in wrong) + "。评分时此项 0 分。")
+    return None
+
+def _course_check(source, checks, limit_s):
     ns = {"__name__": "__main__"}
     out = {"setup_error": None, "results": []}
     try:
-        _course_exec(source, "<你的代码>", ns)
+        _course_exec(source, "<你的代码>", ns, limit_s)
     except BaseException as exc:
         out["setup_error"] = _course_summary(exc, "<你的代码>")
     for check in checks:
         filename = f"<检查：{check['title']}>"
+        names = list(check.get("own_run") or [])
+        before = {n: ns.get(n, _COURSE_MISSING) for n in names}
+        result = {"id": check["id"], "title": check["title"], "own_run": names, "passed": True, "message": ""}
         try:
-            _course_exec(check["code"], filename, ns)
+            _course_exec(check["code"], filename, ns, limit_s)
         except BaseException as exc:
-            out["results"].append({"id": check["id"], "title": check["title"], "passed": False,
-                                   "message": _course_summary(exc, filename)})
+            result.update(passed=False, message=_course_summary(exc, filename))
         else:
-            out["results"].append({"id": check["id"], "title": check["title"], "passed": True,
-                                   "message": ""})
-    return json.dumps(out)
+            why = _course_own_run(names, before, ns)
+            if why:
+                result.update(passed=False, message=why)
+        out["results"].append(result)
+    return json.dumps(out, ensure_ascii=False)
 `;
 
-// Pyodide hands over output line by line; each line goes to the page with the current job's id.
+// Output goes to the page line by line with the current job's id, up to maxOutput characters.
 function stream(name) {
-  return (text) => postMessage({ type: "stream", id: currentId, name, text: text + "\n" });
+  return (text) => {
+    const room = maxOutput - streamed;
+    if (room <= 0) return;
+    streamed += text.length + 1;
+    const shown = streamed > maxOutput ? `${text.slice(0, room)}\n（输出过长，后面的部分未显示）\n` : `${text}\n`;
+    postMessage({ type: "stream", id: currentId, name, text: shown });
+  };
 }
 
-async function boot({ configURL, root, pyodideURL }) {
-  let config;
+function hashText(text) { // FNV-1a, enough to tell two helper versions apart
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h.toString(16);
+}
+
+const SNAPSHOT_CACHE = "course-runner-snapshot";
+
+// Pyodide's loader and the Cache Storage key of this Pyodide version's snapshot with these helpers.
+async function pyodideModule(indexURL) {
+  const { loadPyodide, version } = await import(new URL("pyodide.mjs", indexURL).href);
+  const key = new URL(`course-runner-snapshot-${version}-${hashText(PYTHON_HELPERS)}.bin`, indexURL).href;
+  return { loadPyodide, key };
+}
+
+async function storedSnapshot(key) {
   try {
-    const response = await fetch(configURL);
-    if (!response.ok) throw new Error(`${new URL(configURL).pathname}: HTTP ${response.status}`);
-    config = await response.json();
-  } catch (err) {
-    postMessage({ type: "config-error", message: String(err && err.message ? err.message : err) });
-    return;
+    const response = await (await caches.open(SNAPSHOT_CACHE)).match(key);
+    return response ? new Uint8Array(await response.arrayBuffer()) : null;
+  } catch {
+    return null; // no Cache Storage (e.g. not a secure context): start the slow way
   }
-  const indexURL = new URL(pyodideURL || config.pyodide_url || "assets/pyodide/", root).href;
-  postMessage({ type: "config", config, indexURL });
-  if (config.preload) init(indexURL);
+}
+
+async function forgetSnapshots() {
+  try {
+    await caches.delete(SNAPSHOT_CACHE);
+  } catch {
+    /* nothing stored */
+  }
 }
 
 async function init(indexURL) {
   if (initStarted) return;
   initStarted = true;
   try {
-    const { loadPyodide } = await import(new URL("pyodide.mjs", indexURL).href);
-    pyodide = await loadPyodide({ indexURL, stdout: stream("stdout"), stderr: stream("stderr") });
-    pyodide.runPython(PYTHON_HELPERS);
+    const { loadPyodide, key } = await pyodideModule(indexURL);
+    const snapshot = await storedSnapshot(key);
+    const io = { stdout: stream("stdout"), stderr: stream("stderr") };
+    if (snapshot) {
+      try {
+        pyodide = await loadPyodide({ indexURL, _loadSnapshot: snapshot, ...io });
+      } catch {
+        await forgetSnapshots();
+        pyodide = null;
+      }
+    }
+    const fromSnapshot = pyodide !== null;
+    if (!fromSnapshot) {
+      pyodide = await loadPyodide({ indexURL, ...io });
+      pyodide.runPython(PYTHON_HELPERS);
+    }
     runPython = pyodide.globals.get("_course_run");
     checkPython = pyodide.globals.get("_course_check");
-    postMessage({ type: "ready" });
+    postMessage({ type: "ready", fromSnapshot });
   } catch (err) {
     postMessage({ type: "init-error", message: String(err && err.message ? err.message : err) });
   }
 }
 
-// A JavaScript-level failure here (Pyodide's "fatal error", e.g. the wasm stack overflowing) leaves
-// the interpreter unusable: report it as "fatal" and let the page start a fresh worker.
+// A background worker: start a fresh interpreter, define the helpers, store its memory; nothing else
+// ever runs in it.
+async function makeSnapshot(indexURL) {
+  let stored = false;
+  try {
+    const { loadPyodide, key } = await pyodideModule(indexURL);
+    if (!(await storedSnapshot(key))) {
+      const fresh = await loadPyodide({ indexURL, _makeSnapshot: true });
+      fresh.runPython(PYTHON_HELPERS);
+      const memory = fresh.makeMemorySnapshot();
+      await forgetSnapshots(); // older versions
+      await (await caches.open(SNAPSHOT_CACHE)).put(key, new Response(memory));
+      stored = true;
+    }
+  } catch {
+    /* no snapshot: the next load starts the slow way again */
+  }
+  postMessage({ type: "snapshot-done", stored });
+}
+
+async function boot({ configURL, indexURL }) {
+  init(indexURL); // at once, in parallel with the config
+  try {
+    const response = await fetch(configURL);
+    if (!response.ok) throw new Error(`${new URL(configURL).pathname}: HTTP ${response.status}`);
+    postMessage({ type: "config", config: await response.json() });
+  } catch (err) {
+    postMessage({ type: "config-error", message: String(err && err.message ? err.message : err) });
+  }
+}
+
+// A JavaScript-level failure here (Pyodide's "fatal error", e.g. the wasm stack overflowing, or
+// os._exit) leaves the interpreter unusable: report it as "fatal" and let the page start a fresh worker.
 function execute(message) {
   currentId = message.id;
+  streamed = 0;
+  maxOutput = message.maxOutput || Infinity;
   try {
     let json;
     if (message.type === "run") {
-      json = runPython(message.code);
+      json = runPython(message.code, message.timeLimitS);
     } else {
       const checks = pyodide.toPy(message.checks);
-      json = checkPython(message.code, checks);
+      json = checkPython(message.code, checks, message.timeLimitS);
       checks.destroy();
     }
     postMessage({ type: "done", id: message.id, result: JSON.parse(json) });
@@ -143,6 +264,8 @@ self.onmessage = (event) => {
     boot(message);
   } else if (message.type === "init") {
     init(message.indexURL);
+  } else if (message.type === "snapshot") {
+    makeSnapshot(message.indexURL);
   } else if (message.type === "run" || message.type === "check") {
     execute(message);
   }

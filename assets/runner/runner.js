@@ -1,32 +1,43 @@
-// Course runner: turns the lesson's fill-in cell into an editor with Run / Check / Stop, hints,
-// saved work and a "download notebook" hand-in. Python runs in a web worker (runner-worker.js)
-// through Pyodide served from the site itself.
+// Course runner: turns the lesson's fill-in cell into a code editor (CodeMirror 6, editor.js) with
+// Run / Check / Stop, the page's hints, saved work and a "download notebook" hand-in. Python runs in
+// a web worker (runner-worker.js) through Pyodide served from the site itself.
 //
 // Where it attaches (first match on the page):
 //   .course-runner              — the Quarto rendering (runner.lua wraps the exercise cell in it)
 //   .celltag_course-exercise    — the preview (nbconvert's class for the cell tag "course-exercise")
 // Written answers (explanation, Q1-Q3) get a text box under each answer area, matched by
 // data-answer-id (Quarto: .course-answer) or, in the preview (.celltag_course-answer), by order.
+// Hints: the page's own nested <details class="course-hint"> (both renderings); the runner keeps
+// which levels are open and its 提示 button opens the next one. It has no hint panel of its own.
 // Where it reads from, relative to the site root:
 //   assets/runner/runner-config.json   (written by coursekit.runner.write_config)
-//   assets/pyodide/                    (or config "pyodide_url", e.g. a CDN folder ending in "/")
+//   assets/pyodide/                    (or data-pyodide-url on this <script> tag, e.g. a CDN folder)
 // The site root is this <script> tag's data-runner-root, else Quarto's <meta name="quarto:offset">,
-// else two folders above this script (assets/runner/runner.js). data-runner-config and
-// data-pyodide-url on the <script> tag override the config and Pyodide locations.
+// else two folders above this script (assets/runner/runner.js). data-runner-config on the tag
+// overrides the config location.
 //
-// Start-up: the config is fetched as soon as this script runs; when it says "preload" (the exercise
-// page) Pyodide starts loading at once, before the page is even parsed; the widget attaches when
-// the document is parsed. Load this file with `async` (see coursekit.runner.head_tags).
+// Start-up: the worker starts Pyodide as soon as this script runs (load it `async`), while the page
+// is parsed and typeset; the config and the editor bundle load meanwhile. Pyodide's files stay in
+// the browser's HTTP cache; after the first load, once the page is idle, a background worker stores
+// a memory snapshot of a freshly started interpreter in Cache Storage, so later loads restore it
+// instead of starting Python (see runner-worker.js). The widget shows how it started in
+// data-start ("snapshot" | "fresh") and the snapshot's state in data-snapshot ("stored" | "failed").
 (() => {
   "use strict";
 
   const SCRIPT = document.currentScript || { dataset: {}, src: location.href };
   const HOST_SELECTOR = ".course-runner, .celltag_course-exercise";
   const ANSWER_SELECTOR = ".course-answer, .celltag_course-answer";
+  const HINT_SELECTOR = "details.course-hint";
   const DEFAULT_TIME_LIMIT_S = 10;
+  const WATCHDOG_GRACE_S = 3; // beyond Python's own per-step limit, for code stuck outside Python
+  const SNAPSHOT_IDLE_MS = 1500; // the start-up snapshot is made once the page has been idle this long
   const RESET_CONFIRM_MS = 4000;
-  const INDENT = "    ";
   const MAX_OUTPUT_CHARS = 50000; // more output than this is cut, so a print loop cannot swamp the page
+  const ICONS = { // drawn, not typed: no glyph depends on a font the page may lack
+    pass: '<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M3 8.5l3.2 3.2L13 4.8" fill="none" stroke="currentColor" stroke-width="2.2"/></svg>',
+    fail: '<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M4 4l8 8M12 4l-8 8" fill="none" stroke="currentColor" stroke-width="2.2"/></svg>',
+  };
 
   // ------------------------------------------------------------------ locations
 
@@ -40,14 +51,15 @@
   // ------------------------------------------------------------------ Python in a worker
 
   class StoppedError extends Error {}
+  class InterpreterDied extends Error {}
 
-  // One warm worker; a stop or a time-out terminates it and starts a fresh one. The first worker
-  // also fetches the config and, when it says "preload", starts Pyodide at once: none of that
-  // waits for the page's main thread, which is busy parsing and typesetting the lesson.
+  // One warm worker; a stop, a stuck job or a dead interpreter terminates it and starts a fresh one.
+  // The first worker fetches the config and starts Pyodide at once: neither waits for the page's
+  // main thread, which is busy parsing and typesetting the lesson.
   class PythonSession {
     constructor(workerURL, root) {
       this.workerURL = workerURL;
-      this.indexURL = null;
+      this.indexURL = new URL(SCRIPT.dataset.pyodideUrl || "assets/pyodide/", root).href;
       this.listener = null;
       this.nextId = 1;
       this.job = null;
@@ -55,12 +67,10 @@
         this.configured = { resolve, reject };
       });
       this.config.catch(() => {});
-      this.spawn();
-      this.worker.postMessage({
+      this.spawn({
         type: "boot",
         configURL: new URL(SCRIPT.dataset.runnerConfig || "assets/runner/runner-config.json", root).href,
-        root: root.href,
-        pyodideURL: SCRIPT.dataset.pyodideUrl || null,
+        indexURL: this.indexURL,
       });
     }
 
@@ -80,51 +90,45 @@
       this.worker.terminate();
     }
 
-    spawn() {
+    spawn(first) {
       this.worker = new Worker(this.workerURL, { type: "module" });
-      this.started = false;
+      this.onState("loading");
       this.ready = new Promise((resolve, reject) => {
         const fail = (message) => {
           this.onState("error", message);
-          this.configured.reject(new Error(message));
           reject(new Error(message));
         };
         this.worker.onmessage = (event) => {
           const msg = event.data;
           if (msg.type === "config") {
-            this.indexURL = msg.indexURL;
-            if (msg.config.preload) this.markStarted();
             this.configured.resolve(msg.config);
-          } else if (msg.type === "config-error" || msg.type === "init-error") {
+          } else if (msg.type === "config-error") {
+            this.configured.reject(new Error(msg.message));
+          } else if (msg.type === "init-error") {
             fail(msg.message);
           } else if (msg.type === "ready") {
+            this.fromSnapshot = msg.fromSnapshot;
+            this.wantSnapshot = !msg.fromSnapshot && this.snapshot === undefined;
             this.onState("ready");
+            this.scheduleSnapshot();
             resolve();
           } else {
             this.receive(msg);
           }
         };
-        this.worker.onerror = (event) => fail(event.message || "runner-worker.js failed to load");
+        this.worker.onerror = (event) => {
+          const message = event.message || "runner-worker.js failed to load";
+          this.configured.reject(new Error(message));
+          fail(message);
+        };
       });
       this.ready.catch(() => {});
-    }
-
-    markStarted() {
-      this.started = true;
-      this.onState("loading");
-    }
-
-    // Make sure Pyodide is loading (after a "preload" config it already is).
-    ensureStarted() {
-      if (this.started) return;
-      this.markStarted();
-      this.worker.postMessage({ type: "init", indexURL: this.indexURL });
+      this.worker.postMessage(first);
     }
 
     restart() {
       this.worker.terminate();
-      this.spawn();
-      this.ensureStarted();
+      this.spawn({ type: "init", indexURL: this.indexURL });
     }
 
     receive(msg) {
@@ -132,7 +136,7 @@
       if (msg.type === "stream") this.job.onStream(msg.name, msg.text);
       if (msg.type === "done") this.finish().resolve(msg.result);
       if (msg.type === "fatal") {
-        this.finish().reject(new StoppedError(`Python 内部出错（${msg.message.split("\n")[0]}），已重新启动。`));
+        this.finish().reject(new InterpreterDied(msg.message.split("\n")[0]));
         this.restart();
       }
     }
@@ -141,20 +145,47 @@
       const job = this.job;
       clearTimeout(job.timer);
       this.job = null;
+      this.scheduleSnapshot();
       return job;
     }
 
-    // kind: "run" | "check"; resolves with the worker's result, rejects with StoppedError. The time
-    // limit counts from when the worker gets the job, not while Pyodide is still loading.
-    execute(kind, payload, onStream, timeLimitS) {
+    // After a fresh (slow) start: once no job has run for SNAPSHOT_IDLE_MS, a separate worker makes
+    // and stores the start-up snapshot (this worker has run student code, so it never is the source).
+    scheduleSnapshot() {
+      clearTimeout(this.snapshotTimer);
+      if (!this.wantSnapshot) return;
+      this.snapshotTimer = setTimeout(() => {
+        if (this.job) return; // finish() schedules it again
+        this.wantSnapshot = false;
+        this.snapshot = "making";
+        const maker = new Worker(this.workerURL, { type: "module" });
+        maker.onmessage = (event) => {
+          if (event.data.type !== "snapshot-done") return;
+          maker.terminate();
+          this.snapshot = event.data.stored ? "stored" : "failed";
+          this.onState(this.state, this.detail);
+        };
+        maker.onerror = () => {
+          maker.terminate();
+          this.snapshot = "failed";
+        };
+        maker.postMessage({ type: "snapshot", indexURL: this.indexURL });
+      }, SNAPSHOT_IDLE_MS);
+    }
+
+    // kind: "run" | "check". Python stops each step (the code, each check) after timeLimitS itself;
+    // the watchdog (steps × limit + grace) only ends code stuck outside Python, with the worker.
+    // Resolves with the worker's result; rejects with StoppedError or InterpreterDied.
+    execute(kind, payload, onStream, timeLimitS, steps) {
       const id = this.nextId++;
       return new Promise((resolve, reject) => {
         this.job = { id, resolve, reject, onStream, timer: null };
         this.ready.then(() => {
           if (!this.job || this.job.id !== id) return; // stopped while Pyodide was loading
           this.job.timer = setTimeout(
-            () => this.stop(`运行超过 ${timeLimitS} 秒，已自动停止（是否有死循环？）`), timeLimitS * 1000);
-          this.worker.postMessage({ type: kind, id, ...payload });
+            () => this.stop(`运行超过 ${timeLimitS * steps} 秒仍未结束，已强制停止并重新启动 Python。`),
+            (timeLimitS * steps + WATCHDOG_GRACE_S) * 1000);
+          this.worker.postMessage({ type: kind, id, timeLimitS, maxOutput: MAX_OUTPUT_CHARS, ...payload });
         }, (err) => {
           if (this.job && this.job.id === id) this.finish().reject(err);
         });
@@ -203,6 +234,7 @@
     for (const [key, value] of Object.entries(attrs)) {
       if (key === "class") node.className = value;
       else if (key === "text") node.textContent = value;
+      else if (key === "html") node.innerHTML = value;
       else node.setAttribute(key, value);
     }
     node.append(...children);
@@ -211,56 +243,6 @@
 
   function button(action, label, title) {
     return el("button", { type: "button", class: `cr-button cr-button-${action}`, "data-action": action, title }, label);
-  }
-
-  // ------------------------------------------------------------------ editor keys
-
-  // Replace the selection with `text`, keeping the browser's undo history when it can.
-  function insertText(editor, text) {
-    if (!document.execCommand("insertText", false, text)) {
-      editor.setRangeText(text, editor.selectionStart, editor.selectionEnd, "end");
-      editor.dispatchEvent(new Event("input"));
-    }
-  }
-
-  function indentKeys(editor, onShortcut) {
-    let escaped = false;
-    editor.addEventListener("keydown", (event) => {
-      if (event.isComposing || event.keyCode === 229) return; // an input method (拼音) owns the keys
-      if (event.key === "Escape") {
-        escaped = true;
-        return;
-      }
-      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
-        event.preventDefault();
-        onShortcut(event.shiftKey ? "check" : "run");
-        return;
-      }
-      if (event.key === "Tab" && !escaped) {
-        event.preventDefault();
-        if (event.shiftKey) dedentLine(editor);
-        else insertText(editor, INDENT);
-        return;
-      }
-      if (event.key === "Enter" && !event.shiftKey) {
-        event.preventDefault();
-        const before = editor.value.slice(0, editor.selectionStart);
-        const line = before.slice(before.lastIndexOf("\n") + 1);
-        insertText(editor, "\n" + line.match(/^\s*/)[0] + (/:\s*$/.test(line) ? INDENT : ""));
-      }
-      escaped = false;
-    });
-  }
-
-  function dedentLine(editor) {
-    const start = editor.value.lastIndexOf("\n", editor.selectionStart - 1) + 1;
-    const removable = editor.value.slice(start, start + INDENT.length).match(/^ */)[0].length;
-    if (!removable) return;
-    editor.setSelectionRange(start, start + removable);
-    if (!document.execCommand("delete")) {
-      editor.setRangeText("", start, start + removable, "end");
-      editor.dispatchEvent(new Event("input"));
-    }
   }
 
   // ------------------------------------------------------------------ hand-in notebook
@@ -283,67 +265,136 @@
     return JSON.stringify(nb, null, 1) + "\n";
   }
 
-  function downloadName(config, studentId) {
-    const clean = studentId.trim().replace(/[^\w.-]+/g, "_").replace(/^[._]+/, "");
-    return `${clean || config.lesson_id}.ipynb`;
+  // ------------------------------------------------------------------ the page's hints
+
+  // The page's nested <details class="course-hint" data-level="N">: one widget, whose open levels
+  // the runner keeps (store "hints" = how many levels are open) and whose next level its button opens.
+  class Hints {
+    constructor(store, onChange) {
+      this.levels = [...document.querySelectorAll(HINT_SELECTOR)]
+        .sort((a, b) => Number(a.dataset.level) - Number(b.dataset.level));
+      this.store = store;
+      const open = Number(store.get("hints") || 0);
+      this.levels.forEach((level, index) => {
+        if (index < open) level.open = true;
+        level.addEventListener("toggle", () => {
+          store.set("hints", String(this.opened()));
+          onChange();
+        });
+      });
+    }
+
+    get present() {
+      return this.levels.length > 0;
+    }
+
+    opened() {
+      const closed = this.levels.findIndex((level) => !level.open);
+      return closed < 0 ? this.levels.length : closed;
+    }
+
+    next() {
+      return this.levels[this.opened()] || null;
+    }
+
+    // Opens the next level and brings it into view; returns its title, or null when all are open.
+    openNext() {
+      const level = this.next();
+      if (!level) return null;
+      level.open = true;
+      this.store.set("hints", String(this.opened()));
+      level.scrollIntoView({ block: "nearest", behavior: "smooth" });
+      return level.querySelector("summary").textContent.trim();
+    }
   }
 
   // ------------------------------------------------------------------ the widget
 
   class Runner {
-    constructor(host, config, session) {
+    constructor(host, config, session, editorModule) {
       this.host = host;
       this.config = config;
       this.store = makeStore(config.lesson_id);
       this.timeLimitS = Number(config.time_limit_s) || DEFAULT_TIME_LIMIT_S;
-      this.build();
+      this.idRule = new RegExp(`^(?:${config.student_id.pattern})$`);
+      this.busy = false;
+      this.build(editorModule);
       this.answers = this.buildAnswers();
       this.session = session;
       session.subscribe((state, detail) => this.setState(state, detail));
     }
 
-    build() {
-      const c = this.config;
-      this.editor = el("textarea", { class: "cr-editor", spellcheck: "false", autocapitalize: "off",
-                                     autocomplete: "off", "aria-label": "代码编辑器（Tab 缩进，Esc 后 Tab 离开；Ctrl+Enter 运行）" });
-      this.editor.value = this.store.get("code") ?? c.starter_code;
-      this.editor.rows = Math.min(40, Math.max(12, this.editor.value.split("\n").length + 1));
-      this.status = el("span", { class: "cr-status", role: "status" });
-      this.studentId = el("input", { class: "cr-student-id", type: "text", placeholder: "学号", size: "10",
-                                     "aria-label": "学号（下载文件名）" });
-      this.studentId.value = this.store.get("student-id") ?? "";
-      this.buttons = {
-        run: button("run", "▶ 运行", "运行代码，显示输出（Ctrl+Enter）"),
-        check: button("check", "✔ 检查", "用可见检查测试你的代码（Ctrl+Shift+Enter）"),
-        stop: button("stop", "■ 停止", "停止正在运行的代码"),
-        reset: button("reset", "↺ 重新开始", "丢弃你的代码，恢复初始填空"),
-        download: button("download", "⬇ 下载 notebook", "下载可提交给自动评分的 .ipynb"),
-      };
-      this.buttons.stop.disabled = true;
-      this.checks = el("div", { class: "cr-checks", "aria-live": "polite" });
-      this.output = el("pre", { class: "cr-output", "aria-live": "polite" });
-      this.hintList = el("div", { class: "cr-hint-list" });
-      this.hintButton = button("hint", "", "打开下一级提示");
-      const hints = el("aside", { class: "cr-hints" }, el("div", { class: "cr-hints-title", text: "提示" }),
-                       this.hintList, this.hintButton);
-      if (!c.hints.length) hints.hidden = true;
+    get code() {
+      return this.editor.getCode();
+    }
 
-      this.root = el("section", { class: "cr-widget", "data-state": "loading", "aria-label": "在线练习" },
-        el("div", { class: "cr-toolbar" }, ...Object.values(this.buttons), this.studentId, this.status),
-        el("div", { class: "cr-body" }, this.editor, hints),
-        this.checks, this.output);
+    set code(text) {
+      this.editor.setCode(text);
+    }
+
+    build(editorModule) {
+      const c = this.config;
+      this.status = el("span", { class: "cr-status", role: "status" });
+      this.buttons = {
+        run: button("run", "运行", "运行代码，显示输出（Ctrl+Enter）"),
+        check: button("check", "检查", "用可见检查测试你的代码（Ctrl+Shift+Enter）"),
+        stop: button("stop", "停止", "停止正在运行的代码"),
+        reset: button("reset", "重新开始", "丢弃你的代码，恢复初始填空"),
+        hint: button("hint", "提示", "打开页面上的下一级提示"),
+        download: button("download", "下载 notebook", "下载可提交给自动评分的 .ipynb"),
+      };
+      this.buttons.stop.setAttribute("aria-disabled", "true");
+      this.hints = new Hints(this.store, () => this.updateHintButton());
+      this.buttons.hint.hidden = !this.hints.present;
+
+      const idHelp = el("span", { class: "cr-id-rule", id: "cr-id-rule", text: c.student_id.rule });
+      this.studentId = el("input", {
+        class: "cr-student-id", id: "cr-student-id", type: "text", size: "12", autocomplete: "off",
+        spellcheck: "false", placeholder: "例如 2024001", "aria-describedby": "cr-id-rule",
+      });
+      this.studentId.value = this.store.get("student-id") ?? "";
+      const idField = el("span", { class: "cr-id-field" },
+        el("label", { for: "cr-student-id", text: "学号" }), this.studentId, idHelp);
+
+      this.editorHost = el("div", { class: "cr-editor", id: "cr-editor" });
+      this.checks = el("div", { class: "cr-checks", "aria-live": "polite", tabindex: "-1" });
+      this.output = el("pre", { class: "cr-output", "aria-live": "polite" });
+      const { download, ...actions } = this.buttons;
+      this.toolbar = el("div", { class: "cr-toolbar", role: "toolbar", "aria-label": "练习工具栏" },
+        el("span", { class: "cr-actions" }, ...Object.values(actions)), this.status);
+      const handIn = el("div", { class: "cr-handin" }, idField, download);
+      this.root = el("section", { class: "cr-widget", "data-state": "loading", "aria-label": "在线练习", lang: "zh-CN" },
+        this.toolbar, this.editorHost, this.checks, this.output, handIn);
       for (const child of this.host.children) child.hidden = true;
       this.host.classList.add("cr-host");
       this.host.append(this.root);
+      this.addSkipLink();
 
-      indentKeys(this.editor, (action) => this.act(action));
-      this.editor.addEventListener("input", () => this.store.set("code", this.editor.value));
-      this.studentId.addEventListener("input", () => this.store.set("student-id", this.studentId.value));
-      this.root.querySelector(".cr-toolbar").addEventListener("click", (e) => this.onClick(e));
-      this.hintButton.addEventListener("click", () => this.revealHint());
-      const shown = Number(this.store.get("hints") || 0);
-      for (let i = 0; i < Math.min(shown, c.hints.length); i++) this.revealHint();
+      this.editor = editorModule.createEditor(this.editorHost, {
+        doc: this.store.get("code") ?? c.starter_code,
+        label: "代码编辑器（Tab 缩进；先按 Esc 再按 Tab 离开编辑器；Ctrl+Enter 运行，Ctrl+Shift+Enter 检查）",
+        onChange: (text) => this.store.set("code", text),
+        onRun: () => this.act("run"),
+        onCheck: () => this.act("check"),
+      });
+      this.studentId.addEventListener("input", () => {
+        this.store.set("student-id", this.studentId.value);
+        this.validateId();
+      });
+      this.validateId();
+      this.root.addEventListener("click", (e) => this.onClick(e));
       this.updateHintButton();
+    }
+
+    // "跳到练习" as the page's first tab stop: straight to the editor.
+    addSkipLink() {
+      const link = el("a", { class: "cr-skip-link", href: "#cr-editor", text: "跳到练习（代码编辑器）" });
+      link.addEventListener("click", (event) => {
+        event.preventDefault();
+        this.root.scrollIntoView({ block: "start" });
+        this.editor.focus();
+      });
+      document.body.prepend(link);
     }
 
     // {grade_id: textarea} for the written answers found on the page.
@@ -372,11 +423,14 @@
 
     act(action) {
       if (action === "run" || action === "check") {
-        if (!this.buttons[action].disabled) this.execute(action);
+        if (!this.busy) this.execute(action);
       } else if (action === "stop") {
-        this.session.stop("已停止。");
+        if (this.busy) this.session.stop("已停止。");
       } else if (action === "reset") {
         this.reset();
+      } else if (action === "hint") {
+        const title = this.hints.openNext();
+        if (title) this.status.textContent = `已打开${title}（在“检查方法”下）`;
       } else if (action === "download") {
         this.download();
       }
@@ -384,33 +438,32 @@
 
     setState(state, detail) {
       if (state === "loading") this.status.textContent = "正在加载 Python…";
-      if (state === "ready") this.status.textContent = "Python 已就绪";
+      if (state === "ready" && !this.busy) this.status.textContent = "Python 已就绪";
       if (state === "error") this.status.textContent = `Python 加载失败：${detail}`;
       this.root.dataset.state = state;
+      if (this.session && this.session.fromSnapshot !== undefined) {
+        this.root.dataset.start = this.session.fromSnapshot ? "snapshot" : "fresh";
+      }
+      if (this.session && this.session.snapshot) this.root.dataset.snapshot = this.session.snapshot;
     }
 
+    // Buttons stay enabled (a disabled button would drop the keyboard focus to <body>); while busy
+    // Run and Check say so with aria-disabled and ignore presses.
     setBusy(busy) {
-      this.buttons.run.disabled = busy;
-      this.buttons.check.disabled = busy;
-      this.buttons.stop.disabled = !busy;
+      this.busy = busy;
+      this.buttons.run.setAttribute("aria-disabled", String(busy));
+      this.buttons.check.setAttribute("aria-disabled", String(busy));
+      this.buttons.stop.setAttribute("aria-disabled", String(!busy));
       this.root.dataset.busy = busy ? "true" : "false";
     }
 
-    // Streamed output stops at MAX_OUTPUT_CHARS; `always` is for the runner's own messages.
-    appendOutput(name, text, always = false) {
-      if (always) {
-        this.output.append(el("span", { class: `cr-${name}`, text }));
-        return;
-      }
-      if (this.outputChars > MAX_OUTPUT_CHARS) return;
-      this.outputChars += text.length;
-      if (this.outputChars > MAX_OUTPUT_CHARS) text = "\n（输出过长，后面的部分未显示）\n";
+    // Output is capped in the worker; `always` is for the runner's own messages.
+    appendOutput(name, text) {
       this.output.append(el("span", { class: `cr-${name}`, text }));
     }
 
     clearOutput() {
       this.output.textContent = "";
-      this.outputChars = 0;
     }
 
     async execute(kind) {
@@ -419,38 +472,58 @@
       if (kind === "check") this.checks.replaceChildren(el("p", { class: "cr-pending", text: "正在检查…" }));
       this.status.textContent = kind === "run" ? "正在运行…" : "正在检查…";
       const started = performance.now();
+      const checks = this.config.checks;
       try {
-        const payload = { code: this.editor.value };
-        if (kind === "check") payload.checks = this.config.checks;
+        const payload = { code: this.code };
+        if (kind === "check") payload.checks = checks;
+        const steps = kind === "check" ? checks.length + 1 : 1;
         const result = await this.session.execute(kind, payload, (name, text) => this.appendOutput(name, text),
-                                                  this.timeLimitS);
+                                                  this.timeLimitS, steps);
         if (kind === "run") this.showRun(result);
         else this.showChecks(result);
         const ms = Math.round(performance.now() - started);
         this.status.textContent = `${kind === "run" ? "运行" : "检查"}完成（${ms} 毫秒）`;
       } catch (err) {
-        const message = err instanceof StoppedError ? err.message : `出错：${err.message}`;
-        this.appendOutput("stderr", `${message}\n`, true);
-        if (kind === "check") this.checks.replaceChildren(el("p", { class: "cr-stopped", text: message }));
-        this.status.textContent = err instanceof StoppedError ? "已停止，正在重新启动 Python…" : message;
+        this.showFailure(kind, err);
       } finally {
         this.setBusy(false);
         this.root.dataset.completed = String(Number(this.root.dataset.completed || 0) + 1);
       }
     }
 
+    // A stop, a stuck job or a dead interpreter: the message appears once, where the result would.
+    showFailure(kind, err) {
+      if (err instanceof InterpreterDied && kind === "check") {
+        // As in the grader, whose kernel dies with it: no check can pass.
+        const why = `你的代码结束了 Python 本身（${err.message}）。评分时也是这样：所有检查都不得分。`;
+        this.showChecks({ setup_error: why, results: this.config.checks.map((c) => (
+          { id: c.id, title: c.title, own_run: c.own_run, passed: false, message: "没有运行：Python 已被你的代码结束。" })) });
+        this.status.textContent = "Python 已重新启动";
+        return;
+      }
+      const message = err instanceof InterpreterDied ? `Python 内部出错（${err.message}），已重新启动。`
+        : err instanceof StoppedError ? err.message : `出错：${err.message}`;
+      if (kind === "check") this.checks.replaceChildren(el("p", { class: "cr-stopped", text: message }));
+      else this.appendOutput("stderr", `${message}\n`);
+      this.status.textContent = err instanceof Error && !(err instanceof StoppedError || err instanceof InterpreterDied)
+        ? message : "已停止，Python 已重新启动";
+    }
+
     showRun(result) {
-      if (result.error) this.appendOutput("stderr", result.error, true);
+      if (result.error) this.appendOutput("stderr", result.error);
       if (!this.output.textContent) this.output.textContent = "（运行结束，没有输出）";
     }
 
     showChecks(result) {
-      const items = result.results.map((r) => el("li", {
-        class: `cr-check cr-${r.passed ? "pass" : "fail"}`, "data-check-id": r.id,
-        "data-status": r.passed ? "pass" : "fail",
-      }, el("span", { class: "cr-mark", "aria-hidden": "true", text: r.passed ? "✓" : "✗" }),
-      el("span", { class: "cr-check-title", text: `${r.title}：${r.passed ? "通过" : "未通过"}` }),
-      ...(r.passed ? [] : [el("pre", { class: "cr-message", text: r.message })])));
+      const items = result.results.map((r) => {
+        const ownRun = r.own_run && r.own_run.length;
+        const title = `${r.title}${ownRun ? "（按你自己代码的运行结果计分）" : ""}：${r.passed ? "通过" : "未通过"}`;
+        return el("li", { class: `cr-check cr-${r.passed ? "pass" : "fail"}`, "data-check-id": r.id,
+                          "data-status": r.passed ? "pass" : "fail" },
+          el("span", { class: "cr-mark", html: r.passed ? ICONS.pass : ICONS.fail }),
+          el("span", { class: "cr-check-title", text: title }),
+          ...(r.passed ? [] : [el("pre", { class: "cr-message", text: r.message })]));
+      });
       const passed = result.results.filter((r) => r.passed).length;
       const total = result.results.length;
       const summary = passed === total ? `全部 ${total} 组检查通过。` : `${total} 组检查中通过 ${passed} 组。`;
@@ -462,18 +535,29 @@
           el("pre", { class: "cr-message", text: result.setup_error })));
       }
       this.checks.replaceChildren(...parts, el("ul", { class: "cr-check-list" }, ...items));
+      this.revealResults();
+    }
+
+    // Bring the results into view (a laptop screen ends near the editor's bottom) without moving
+    // the keyboard focus off the pressed button.
+    revealResults() {
+      const box = this.checks.getBoundingClientRect();
+      const toolbar = this.toolbar.getBoundingClientRect();
+      if (box.top < toolbar.bottom || box.top > window.innerHeight - 80) {
+        window.scrollBy({ top: box.top - Math.max(toolbar.bottom, 0) - 8, behavior: "instant" });
+      }
     }
 
     reset() {
-      const button = this.buttons.reset;
-      if (!button.dataset.armed) {
-        button.dataset.armed = "true";
-        button.textContent = "↺ 确认重新开始？";
+      const reset = this.buttons.reset;
+      if (!reset.dataset.armed) {
+        reset.dataset.armed = "true";
+        reset.textContent = "确认重新开始？";
         this.resetTimer = setTimeout(() => this.disarmReset(), RESET_CONFIRM_MS);
         return;
       }
       this.disarmReset();
-      this.editor.value = this.config.starter_code;
+      this.code = this.config.starter_code;
       this.store.remove("code");
       this.checks.replaceChildren();
       this.clearOutput();
@@ -483,33 +567,36 @@
     disarmReset() {
       clearTimeout(this.resetTimer);
       delete this.buttons.reset.dataset.armed;
-      this.buttons.reset.textContent = "↺ 重新开始";
-    }
-
-    revealHint() {
-      const hint = this.config.hints[this.hintList.children.length];
-      if (!hint) return;
-      const body = el("div", { class: "cr-hint-body" });
-      body.innerHTML = hint.html;
-      const item = el("div", { class: "cr-hint", "data-level": String(hint.level) },
-                      el("div", { class: "cr-hint-title", text: `提示 ${hint.level}：${hint.title}` }), body);
-      this.hintList.append(item);
-      this.store.set("hints", String(this.hintList.children.length));
-      this.updateHintButton();
-      if (window.MathJax && window.MathJax.typesetPromise) window.MathJax.typesetPromise([body]).catch(() => {});
+      this.buttons.reset.textContent = "重新开始";
     }
 
     updateHintButton() {
-      const next = this.config.hints[this.hintList.children.length];
-      this.hintButton.hidden = !next;
-      if (next) this.hintButton.textContent = `显示提示 ${next.level}：${next.title}`;
+      const next = this.hints.next();
+      this.buttons.hint.setAttribute("aria-disabled", String(!next));
+      this.buttons.hint.textContent = next ? `提示（第 ${next.dataset.level} 级）` : "提示已全部打开";
+    }
+
+    // As the grader reads it: the whole id must match the rule, else nothing is saved under it.
+    validateId() {
+      const value = this.studentId.value.trim();
+      const ok = this.idRule.test(value);
+      this.studentId.setAttribute("aria-invalid", String(value !== "" && !ok));
+      this.root.dataset.studentId = value === "" ? "empty" : ok ? "valid" : "invalid";
+      return ok ? value : null;
     }
 
     download() {
-      const answers = Object.fromEntries(Object.entries(this.answers).map(([id, box]) => [id, box.value]));
-      const text = notebookWithAnswers(this.config, this.editor.value, answers);
+      const id = this.validateId();
+      if (!id) {
+        this.status.textContent = this.studentId.value.trim()
+          ? `学号“${this.studentId.value.trim()}”不符合规则：${this.config.student_id.rule}`
+          : `请先填写学号（${this.config.student_id.rule}）`;
+        return;
+      }
+      const answers = Object.fromEntries(Object.entries(this.answers).map(([key, box]) => [key, box.value]));
+      const text = notebookWithAnswers(this.config, this.code, answers);
       const blob = new Blob([text], { type: "application/x-ipynb+json" });
-      const link = el("a", { href: URL.createObjectURL(blob), download: downloadName(this.config, this.studentId.value) });
+      const link = el("a", { href: URL.createObjectURL(blob), download: `${id}.ipynb` });
       document.body.append(link);
       link.click();
       link.remove();
@@ -532,10 +619,13 @@
   }
 
   async function boot() {
-    const session = new PythonSession(new URL("runner-worker.js", SCRIPT.src).href, siteRoot());
+    const root = siteRoot();
+    const session = new PythonSession(new URL("runner-worker.js", SCRIPT.src).href, root);
+    const editor = import(new URL("editor.js", SCRIPT.src).href);
     let config;
+    let editorModule;
     try {
-      config = await session.config;
+      [config, editorModule] = await Promise.all([session.config, editor]);
     } catch (err) {
       session.close();
       whenParsed(() => {
@@ -550,8 +640,7 @@
         session.close();
         return;
       }
-      session.ensureStarted();
-      host.courseRunner = new Runner(host, config, session);
+      host.courseRunner = new Runner(host, config, session, editorModule);
     });
   }
 

@@ -4,7 +4,8 @@ runner.lua — Quarto filter that wires the course runner (runner.js) into the e
 It finds the exercise cell and wraps it in `<div class="course-runner">`; runner.js replaces that
 div's content with the editor (Run / Check / Stop, hints, saved work, "download notebook"). It also
 adds runner.js (async, with data-runner-root) / runner.css as an HTML dependency, with
-runner-worker.js copied beside runner.js (the page starts the worker from there).
+runner-worker.js and editor.js (the CodeMirror bundle) copied beside runner.js (the page starts the
+worker and imports the editor from there).
 
 The exercise cell is found as (first that applies):
   - a Div with class `course-exercise` (e.g. `::: {.course-exercise}` around the cell), or
@@ -20,7 +21,7 @@ The runner reads its config and Pyodide from the site root (`assets/runner/runne
 Use in _quarto.yml:   filters: [assets/runner/runner.lua]
 ]]
 
-local VERSION = "1.0.0"
+local VERSION = "2.0.0"
 
 local dependency_added = false
 
@@ -49,7 +50,10 @@ local function add_dependency()
     version = VERSION,
     scripts = { { path = "runner.js", attribs = attribs } },
     stylesheets = { "runner.css" },
-    resources = { { name = "runner-worker.js", path = "runner-worker.js" } },
+    resources = {
+      { name = "runner-worker.js", path = "runner-worker.js" },
+      { name = "editor.js", path = "editor.js" },
+    },
   })
   dependency_added = true
 end

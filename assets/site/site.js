@@ -1,7 +1,15 @@
-// No-Quarto preview behaviour: Mermaid diagrams and the site search box. Served by the site itself.
+// No-Quarto preview behaviour: Mermaid diagrams, the sticky bar's height, and the site search box.
+// Served by the site itself.
+//
+// Search (search.json from coursekit.preview.write_search_index: {sections, words}): the query and
+// each section are matched as plain text, case- and punctuation-insensitively; Latin letters and
+// digits form words ("dr grpo" finds "Dr. GRPO"), Chinese runs are cut into the site's own
+// two-character words (a run "组内优势" becomes 组内 + 优势) and each word must occur in the section.
+// Arrow keys move through the results, Enter opens one, Escape closes the list.
 (function () {
   "use strict";
   var root = document.body.getAttribute("data-site-root") || "";
+  var MAX_RESULTS = 20;
 
   function renderMermaid() {
     var nodes = document.querySelectorAll(".jp-Mermaid > pre.mermaid");
@@ -10,54 +18,199 @@
     window.mermaid.run({ nodes: nodes });
   }
 
+  // Anchors and the runner's toolbar stay clear of the sticky bar: --course-sticky-top is its height
+  // while it is sticky (wide screens), else 0 (phones, where it scrolls away with the page).
+  function trackStickyBar() {
+    var bar = document.querySelector(".course-nav");
+    if (!bar) return;
+    function update() {
+      var sticky = getComputedStyle(bar).position === "sticky";
+      document.documentElement.style.setProperty("--course-sticky-top", (sticky ? bar.offsetHeight : 0) + "px");
+    }
+    update();
+    if (window.ResizeObserver) new ResizeObserver(update).observe(bar);
+    window.addEventListener("resize", update);
+  }
+
+  // ---- search
+
+  function normalize(text) {
+    return text.normalize("NFKC").toLowerCase();
+  }
+
+  var CJK = /[\u3400-\u9fff\uf900-\ufaff]+/g;
+  var LATIN = /[a-z0-9]+/g;
+
+  // The query as the words every matching section must contain.
+  function queryWords(query, vocabulary) {
+    var text = normalize(query);
+    var words = text.match(LATIN) || [];
+    (text.match(CJK) || []).forEach(function (run) {
+      for (var k = 0; k < run.length;) {
+        if (k + 1 < run.length && vocabulary.has(run.slice(k, k + 2))) {
+          words.push(run.slice(k, k + 2));
+          k += 2;
+        } else {
+          words.push(run[k]);
+          k += 1;
+        }
+      }
+    });
+    return words;
+  }
+
+  function prepare(index) {
+    return {
+      vocabulary: new Set(index.words),
+      sections: index.sections.map(function (e) {
+        var heading = normalize(e.section);
+        var body = normalize(e.text);
+        return { entry: e, heading: heading, body: body,
+                 latin: new Set((heading + " " + body).match(LATIN) || []) };
+      }),
+    };
+  }
+
+  function contains(section, word) {
+    if (/^[a-z0-9]+$/.test(word)) {
+      if (section.latin.has(word)) return true;
+      // the last word may still be typed: a prefix of a section's word counts
+      return Array.from(section.latin).some(function (w) { return w.indexOf(word) === 0; });
+    }
+    return section.heading.indexOf(word) >= 0 || section.body.indexOf(word) >= 0;
+  }
+
+  function search(prepared, query) {
+    var words = queryWords(query, prepared.vocabulary);
+    if (!words.length) return { words: words, hits: [] };
+    var hits = prepared.sections.filter(function (s) {
+      return words.every(function (w) { return contains(s, w); });
+    }).map(function (s) {
+      var score = words.reduce(function (n, w) { return n + (s.heading.indexOf(w) >= 0 ? 10 : 1); }, 0);
+      return { section: s, score: score };
+    });
+    hits.sort(function (a, b) { return b.score - a.score; });
+    return { words: words, hits: hits.slice(0, MAX_RESULTS) };
+  }
+
+  // A short piece of the section's text around the first word found, with every word marked.
+  function snippet(section, words) {
+    var text = section.entry.text;
+    var lower = normalize(text);
+    var at = words.reduce(function (best, w) {
+      var i = lower.indexOf(w);
+      return i >= 0 && (best < 0 || i < best) ? i : best;
+    }, -1);
+    var start = Math.max(0, at - 24);
+    var piece = (start > 0 ? "…" : "") + text.slice(start, start + 90) + (start + 90 < text.length ? "…" : "");
+    var small = document.createElement("small");
+    var lowerPiece = normalize(piece);
+    var marks = [];
+    words.forEach(function (w) {
+      for (var i = lowerPiece.indexOf(w); i >= 0; i = lowerPiece.indexOf(w, i + w.length)) marks.push([i, i + w.length]);
+    });
+    marks.sort(function (a, b) { return a[0] - b[0]; });
+    var pos = 0;
+    marks.forEach(function (m) {
+      if (m[0] < pos) return;
+      small.appendChild(document.createTextNode(piece.slice(pos, m[0])));
+      var mark = document.createElement("mark");
+      mark.textContent = piece.slice(m[0], m[1]);
+      small.appendChild(mark);
+      pos = m[1];
+    });
+    small.appendChild(document.createTextNode(piece.slice(pos)));
+    return small;
+  }
+
   var index = null;
   function loadIndex() {
     if (!index) {
       index = fetch(root + "search.json").then(function (r) {
         if (!r.ok) throw new Error("search.json: HTTP " + r.status);
         return r.json();
-      });
+      }).then(prepare);
     }
     return index;
-  }
-
-  function showResults(list, entries, query) {
-    list.textContent = "";
-    entries.slice(0, 20).forEach(function (e) {
-      var li = document.createElement("li");
-      var a = document.createElement("a");
-      a.href = root + e.href;
-      a.textContent = e.section;
-      var small = document.createElement("small");
-      var at = e.text.toLowerCase().indexOf(query);
-      small.textContent = at < 0 ? e.title : e.text.slice(Math.max(0, at - 20), at + 60);
-      li.appendChild(a);
-      li.appendChild(small);
-      list.appendChild(li);
-    });
-    if (!entries.length) {
-      var none = document.createElement("li");
-      none.textContent = "没有结果";
-      list.appendChild(none);
-    }
-    list.hidden = false;
   }
 
   function setUpSearch() {
     var input = document.getElementById("course-search-input");
     var list = document.getElementById("course-search-results");
     if (!input || !list) return;
-    input.addEventListener("input", function () {
-      var query = input.value.trim().toLowerCase();
-      if (!query) { list.hidden = true; return; }
-      loadIndex().then(function (all) {
-        showResults(list, all.filter(function (e) {
-          return (e.section + " " + e.text).toLowerCase().indexOf(query) >= 0;
-        }), query);
+    var active = -1;
+
+    function options() {
+      return list.querySelectorAll("[role=option]");
+    }
+
+    function setActive(k) {
+      var all = options();
+      if (!all.length) return;
+      active = (k + all.length) % all.length;
+      all.forEach(function (o, i) { o.setAttribute("aria-selected", String(i === active)); });
+      input.setAttribute("aria-activedescendant", all[active].id);
+      all[active].scrollIntoView({ block: "nearest" });
+    }
+
+    function close() {
+      list.hidden = true;
+      active = -1;
+      input.setAttribute("aria-expanded", "false");
+      input.removeAttribute("aria-activedescendant");
+    }
+
+    function show(result) {
+      list.textContent = "";
+      active = -1;
+      result.hits.forEach(function (hit, k) {
+        var e = hit.section.entry;
+        var li = document.createElement("li");
+        li.id = "course-search-option-" + k;
+        li.setAttribute("role", "option");
+        li.setAttribute("aria-selected", "false");
+        var a = document.createElement("a");
+        a.href = root + e.href;
+        a.tabIndex = -1;
+        a.textContent = e.section;
+        li.appendChild(a);
+        li.appendChild(snippet(hit.section, result.words));
+        list.appendChild(li);
       });
+      if (!result.hits.length) {
+        var none = document.createElement("li");
+        none.className = "course-search-none";
+        none.textContent = "没有结果";
+        list.appendChild(none);
+      }
+      list.hidden = false;
+      input.setAttribute("aria-expanded", "true");
+    }
+
+    input.addEventListener("input", function () {
+      var query = input.value.trim();
+      if (!query) { close(); return; }
+      loadIndex().then(function (prepared) {
+        if (input.value.trim() === query) show(search(prepared, query));
+      });
+    });
+    input.addEventListener("keydown", function (event) {
+      if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+        if (list.hidden) return;
+        event.preventDefault();
+        setActive(active + (event.key === "ArrowDown" ? 1 : -1));
+      } else if (event.key === "Enter") {
+        var all = options();
+        if (list.hidden || !all.length) return;
+        event.preventDefault();
+        location.href = all[Math.max(active, 0)].querySelector("a").href;
+      } else if (event.key === "Escape") {
+        close();
+      }
     });
   }
 
   renderMermaid();
+  trackStickyBar();
   setUpSearch();
 })();

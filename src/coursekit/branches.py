@@ -33,7 +33,10 @@ EXERCISE_ID = "group_advantages"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 _SPAN = re.compile(r"\[([^\]]*)\]\{[^}]*\}")
-_IMAGE_WITH_WIDTH = re.compile(r'!\[([^\]]*)\]\(([^)]+)\)\{width="([^"]+)"\}')
+_IMAGE_WITH_WIDTH = re.compile(r'!\[([^\]]*)\]\(([^)]+)\)\{width="([^"]+)"(?: fig-alt="([^"]*)")?\}')
+# The exercise branch's level 4: where the answer is (the solution branch has the answer there).
+ANSWER_ELSEWHERE = ["完整答案（两处填空的写法）只在**参考答案版**里：",
+                    "老师在作业截止后发布参考答案版的网站和 notebook。先用前三级提示自己完成，再用“检查”核对。"]
 _BOLD = re.compile(r"\*\*([^*`\n]+?)\*\*")
 _LOCAL_IMG = re.compile(r'<img src="(?!data:|[a-z]+://)([^"]+)"')
 
@@ -42,7 +45,9 @@ _LOCAL_IMG = re.compile(r'<img src="(?!data:|[a-z]+://)([^"]+)"')
 
 def render_qmd(lesson: Lesson, branch: str) -> str:
     """The branch as Quarto markdown: profile blocks resolved, answers blanked or filled."""
-    front = f'---\ntitle: "{lesson.front_matter["title"]}"\njupyter: python3\n---\n'
+    front = (f'---\ntitle: "{lesson.front_matter["title"]}"\njupyter: python3\n'
+             # the page is one folder below the site root; MathJax is the site's own (see _quarto.yml)
+             "html-math-method:\n  method: mathjax\n  url: ../assets/vendor/mathjax/tex-chtml.js\n---\n")
     body = "\n".join(_qmd_nodes(lesson, lesson.nodes, branch))
     return _tidy(front + body)
 
@@ -88,21 +93,20 @@ def _qmd_code(lesson: Lesson, cell: Code, branch: str) -> list[str]:
 
 
 def _qmd_hints(lesson: Lesson, div: Div, branch: str) -> list[str]:
-    """Nested collapsed callouts: level N+1 sits inside level N, so they open one at a time."""
-    out: list[str] = []
-    levels = _hint_bodies(lesson, div, branch)
-    for level, (title, body) in enumerate(levels, start=1):
-        out += ["", f'::: {{.callout-tip .course-hint collapse="true" title="提示 {level}：{title}"}}', *body]
-    out += [":::"] * len(levels)
-    return out
+    """The same nested <details> as the notebooks (Pandoc keeps raw HTML blocks and reads the markdown
+    between them), so both renderings have one hint widget that the runner (assets/runner) drives."""
+    return ["", _details_html(_hint_bodies(lesson, div, branch), lambda line: line), ""]
 
 
 def _hint_bodies(lesson: Lesson, div: Div, branch: str) -> list[tuple[str, list[str]]]:
+    """Four levels: 1-3 from the lesson; 4 is the answer lines (solution) or where to find them (exercise)."""
     hints = [c for c in div.children if isinstance(c, Div) and c.has("hint")]
     bodies = [(h.attrs["title"], h.text_lines()) for h in hints[:-1]]
     if branch == "solution":
         answer = textwrap.dedent("\n".join(lesson.answer_lines))
         bodies.append((HINT_LEVELS[-1], ["填空处的参考代码：", "", "```python", answer, "```"]))
+    else:
+        bodies.append((HINT_LEVELS[-1], ANSWER_ELSEWHERE))
     return bodies
 
 
@@ -182,7 +186,8 @@ class _NotebookBuilder:
                 self.nodes(div.children)
         elif div.has("hints"):
             self.flush()
-            self.add_markdown(_details_html(_hint_bodies(self.lesson, div, self.branch)), tags=["course-hints"])
+            self.add_markdown(_details_html(_hint_bodies(self.lesson, div, self.branch), _jupyter_markdown),
+                              tags=["course-hints"])
         elif div.has("answer"):
             self.answer(div)
         elif any(c.startswith("callout") for c in div.classes):
@@ -226,11 +231,12 @@ def _nbgrader(grade_id: str, *, grade: bool = False, solution: bool = False, loc
     return meta
 
 
-def _details_html(levels: list[tuple[str, list[str]]]) -> str:
-    """Nested <details>: a level's summary shows only once the level above is open."""
+def _details_html(levels: list[tuple[str, list[str]]], markdown: Callable[[str], str]) -> str:
+    """Nested <details>: a level's summary shows only once the level above is open. `markdown`
+    adapts each body line to the rendering (notebooks: `_jupyter_markdown`)."""
     parts: list[str] = []
     for level, (title, body) in enumerate(levels, start=1):
-        text = _tidy("\n".join(_jupyter_markdown(line) for line in body)).strip("\n")
+        text = _tidy("\n".join(markdown(line) for line in body)).strip("\n")
         parts.append(f'<details class="course-hint" data-level="{level}">\n'
                      f"<summary>提示 {level}：{title}</summary>\n\n{text}\n")
     return "\n".join(parts) + "\n" + "\n".join("</details>" for _ in levels)
@@ -239,7 +245,7 @@ def _details_html(levels: list[tuple[str, list[str]]]) -> str:
 def _jupyter_markdown(line: str) -> str:
     """Quarto-only inline syntax to what JupyterLab renders: sized images, attributed spans, and bold
     that CommonMark would not close."""
-    line = _IMAGE_WITH_WIDTH.sub(r'<img src="\2" alt="\1" width="\3">', line)
+    line = _IMAGE_WITH_WIDTH.sub(lambda m: f'<img src="{m[2]}" alt="{m[4] or m[1]}" width="{m[3]}">', line)
     line = _BOLD.sub(lambda m: _commonmark_bold(m, line), line)
     return _SPAN.sub(r"\1", line)
 

@@ -2,21 +2,32 @@
 
 Generated files are never edited in place: the exercise notebook is copied once to work/ (gitignored)
 and JupyterLab opens that copy; an existing copy is kept, so a student's work is never overwritten.
+JupyterLab serves only work/ (the file browser shows no solutions/ or autograder/), opens the notebook
+itself (the URL it prints is `/lab/tree/lesson11_grpo.ipynb?token=...`, not the Launcher), and runs
+without nbgrader's instructor extensions (formgrader, Create Assignment, course and assignment lists),
+switched off by the config in build/lab-config/ that `lab_environment` writes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from coursekit.errors import CourseError
 
 EXERCISE = Path("exercises/lesson11_grpo.ipynb")
 WORK_DIR = Path("work")
+LAB_CONFIG = Path("build/lab-config")  # JUPYTER_CONFIG_PATH for `make lab` (outside the served folder)
+NBGRADER_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.assignment_list",
+                              "nbgrader.server_extensions.course_list",
+                              "nbgrader.server_extensions.validate_assignment")
+NBGRADER_LAB_EXTENSION = "@jupyter/nbgrader"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +41,8 @@ def run(args: argparse.Namespace) -> int:
     notebook, created = prepare_workspace(root)
     rel = notebook.relative_to(root)
     print(f"{'created' if created else 'keeping your work in'} {rel}; check it with: make check NOTEBOOK={rel}")
-    cmd = lab_command(root, notebook, args.port, open_browser=not args.no_browser)
-    return subprocess.run(cmd, cwd=root, check=False).returncode
+    cmd = lab_command(notebook, args.port, open_browser=not args.no_browser)
+    return subprocess.run(cmd, cwd=root, env=lab_environment(root, os.environ), check=False).returncode
 
 
 def prepare_workspace(root: Path, work_dir: Path = WORK_DIR) -> tuple[Path, bool]:
@@ -47,12 +58,24 @@ def prepare_workspace(root: Path, work_dir: Path = WORK_DIR) -> tuple[Path, bool
     return target, True
 
 
-def lab_command(root: Path, notebook: Path, port: int, open_browser: bool, token: str | None = None) -> list[str]:
-    """The JupyterLab command: bound to 127.0.0.1, serving the project root, opening `notebook`."""
+def lab_environment(root: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """`env` plus JUPYTER_CONFIG_PATH pointing at a config (written here) without nbgrader's instructor tools."""
+    config = root / LAB_CONFIG
+    (config / "labconfig").mkdir(parents=True, exist_ok=True)
+    server = {"ServerApp": {"jpserver_extensions": dict.fromkeys(NBGRADER_SERVER_EXTENSIONS, False)}}
+    (config / "jupyter_server_config.json").write_text(json.dumps(server, indent=1) + "\n", encoding="utf-8")
+    page = {"disabledExtensions": {NBGRADER_LAB_EXTENSION: True}}
+    (config / "labconfig" / "page_config.json").write_text(json.dumps(page, indent=1) + "\n", encoding="utf-8")
+    paths = [str(config), *filter(None, env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep))]
+    return {**env, "JUPYTER_CONFIG_PATH": os.pathsep.join(paths)}
+
+
+def lab_command(notebook: Path, port: int, open_browser: bool, token: str | None = None) -> list[str]:
+    """The JupyterLab command: bound to 127.0.0.1, serving only `notebook`'s folder, opening `notebook`."""
     cmd = [
         sys.executable, "-m", "jupyterlab",
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        f"--ServerApp.root_dir={root}",
+        f"--ServerApp.root_dir={notebook.parent}", f"--LabApp.default_url=/lab/tree/{notebook.name}",
     ]
     if not open_browser:
         cmd.append("--no-browser")
@@ -60,4 +83,4 @@ def lab_command(root: Path, notebook: Path, port: int, open_browser: bool, token
         cmd.append("--ServerApp.allow_root=True")
     if token is not None:
         cmd.append(f"--IdentityProvider.token={token}")
-    return [*cmd, notebook.relative_to(root).as_posix()]
+    return cmd

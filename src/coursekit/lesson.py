@@ -5,6 +5,10 @@ The lesson source is Quarto markdown with a few course conventions (see README, 
 - code cells carry `#| course_role:` — `exercise` (the fill-in, written as the reference code with
   answer markers), `solution` (an empty placeholder the build fills with the reference code) or
   `test` (a grading cell: visible lines copied from the exercise cell, then hidden tests);
+- a test cell may carry `#| own_run: name name ...`: its points depend on the student's own run of
+  the exercise cell (its hidden tests read these variables before the visible lines redefine them),
+  so every student-side check (browser Check, `make check`) also requires each name to hold, after
+  the student's code ran, the value the check's visible lines give it (see `VisibleCheck`);
 - answer markers live only in the exercise cell: a trailing `# SOLUTION` on one line, or a
   `# BEGIN SOLUTION` / `# END SOLUTION` pair around several lines;
 - divs: `.content-visible when-profile=...`, `.hints` with `.hint` levels, `.answer` areas and
@@ -93,6 +97,23 @@ class Div:
 Node = Text | Code | Div
 
 
+@dataclass(frozen=True)
+class VisibleCheck:
+    """A test cell as the student's checks run it: the browser's Check and `make check` read these.
+
+    `code` is the visible part (the exercise's own asserts). `own_run` (the cell option
+    `#| own_run: a b c`) names variables the grader reads from the student's own run: the check
+    passes only if, just before `code` runs, each name already holds the value `code` gives it —
+    i.e. the student's exercise cell reached and computed those lines itself.
+    """
+
+    id: str
+    title: str
+    points: str
+    code: str
+    own_run: tuple[str, ...] = ()
+
+
 @dataclass
 class Lesson:
     """A parsed and checked lesson."""
@@ -126,6 +147,11 @@ class Lesson:
 
     def tests(self) -> list[Code]:
         return [n for n in self.walk() if isinstance(n, Code) and n.role == "test"]
+
+    def visible_checks(self) -> list[VisibleCheck]:
+        """One VisibleCheck per test cell, in order."""
+        return [VisibleCheck(t.options["test_id"], t.options.get("title", t.options["test_id"]), t.options["points"],
+                             visible_test_code(t.body), own_run_names(t)) for t in self.tests()]
 
     def answers(self) -> list[Div]:
         return [n for n in self.walk() if isinstance(n, Div) and n.has("answer")]
@@ -408,12 +434,25 @@ def _check_answers_follow_questions(lesson: Lesson, nodes: list[Node]) -> None:
         _check_answers_follow_questions(lesson, node.children)
 
 
+def own_run_names(cell: Code) -> tuple[str, ...]:
+    """The names of a test cell's `#| own_run:` option (none when it has no such option)."""
+    return tuple(cell.options.get("own_run", "").replace(",", " ").split())
+
+
+def _assigned(code: str, name: str) -> bool:
+    return re.search(rf"^\s*{re.escape(name)}\s*=(?!=)", code, re.M) is not None
+
+
 def _check_test(lesson: Lesson, cell: Code) -> None:
     for key in ("test_id", "points"):
         if key not in cell.options:
             raise LessonError(lesson.path, cell.line, f"test cell needs '#| {key}: ...'")
     exercise_lines = {line.strip() for line in lesson.exercise.body.split("\n")}
     visible = visible_test_code(cell.body)
+    for name in own_run_names(cell):
+        if not name.isidentifier() or not (_assigned(visible, name) and _assigned(lesson.exercise.body, name)):
+            raise LessonError(lesson.path, cell.line, f"own_run name '{name}' must be a variable that both the "
+                              "exercise cell and this test cell's visible lines assign")
     for k, line in enumerate(visible.split("\n")):
         if line.strip() and line.strip() not in exercise_lines:
             raise LessonError(lesson.path, cell.line + len(cell.options) + 1 + k,

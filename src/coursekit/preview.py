@@ -25,6 +25,7 @@ from coursekit.errors import CourseError
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 SITE_TITLE = "第 11 课：GRPO 与组内相对优势"
+SITE_LANG = "zh-CN"  # <html lang>: Chinese glyph forms (not Japanese) for the CJK punctuation
 NOTICE = "预览版：由 nbconvert 生成（未安装 Quarto）。完整站点请安装 Quarto 后运行 make site。"
 MATHJAX = Path("node_modules/mathjax/es5")
 MERMAID = Path("node_modules/mermaid/dist/mermaid.min.js")
@@ -141,21 +142,24 @@ def write_home_page(build: Build) -> None:
 
 
 def write_search_index(build: Build) -> None:
-    """search.json: one entry per section (h1–h3) of every written page, for assets/site/site.js."""
+    """search.json for assets/site/site.js: one entry per section (h1–h3) of every written page, as plain
+    text (formulas as their text), and `words`, the Chinese two-character words the query is split into."""
     entries = []
     for rel in build.written:
         soup = BeautifulSoup((build.site_dir / rel).read_text(encoding="utf-8"), "html.parser")
         entries.extend(page_sections(soup, rel))
-    (build.site_dir / "search.json").write_text(json.dumps(entries, ensure_ascii=False, indent=1), encoding="utf-8")
+    index = {"sections": entries, "words": cjk_bigrams(" ".join(e["section"] + " " + e["text"] for e in entries))}
+    (build.site_dir / "search.json").write_text(json.dumps(index, ensure_ascii=False, indent=1), encoding="utf-8")
 
 
 def add_runner(build: Build) -> None:
     """The runner hook: Pyodide into assets/pyodide/, the runner's files and this branch's config.
 
-    Runs only when assets/runner/runner.js exists; the lesson page already carries the runner's tags
-    (see `page_head`). All runner specifics live in coursekit.runner (the runner work owns it).
+    Runs only when assets/runner/runner.js exists, and for the exercise site only: its lesson page
+    carries the runner's tags (see `page_head`); the solution page has no exercise cell for it. All runner
+    specifics live in coursekit.runner (the runner work owns it).
     """
-    if not build.has_runner:
+    if not build.has_runner or build.branch.name != "exercise":
         return
     runner = import_runner()
     runner.copy_pyodide(build.site_dir, source=build.root / PYODIDE)
@@ -195,14 +199,20 @@ def build_preview(root: Path, branch: str, site_dir: Path | None = None) -> Path
 def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: bool) -> None:
     """Render one notebook with the preview template to site_dir/target."""
     root = "../" * target.count("/")
-    site = {
-        "root": root, "title": SITE_TITLE, "branch": build.branch.name, "notice": NOTICE,
-        "head": page_head(build, root, runner), "nav": nav_links(build, target, root),
-    }
+    site = {"root": root, "title": SITE_TITLE, "branch": build.branch.name, "notice": NOTICE,
+            "nav": nav_links(build, target, root)}
     exporter = HTMLExporter(
         template_name="lab", template_file="preview.html.j2", extra_template_paths=[str(TEMPLATE_DIR)]
     )
     html, _ = exporter.from_notebook_node(nb, resources={"site": site})
+    html, found = re.subn(r'<html lang="[^"]*">', f'<html lang="{SITE_LANG}">', html, count=1)
+    # The runner's tags open <head>: the parser reaches them before nbconvert's ~280 KB of inline CSS,
+    # so the worker (and Pyodide) start that much sooner.
+    html, found_head = re.subn(r'(<head>\s*<meta charset="utf-8"\s*/?>)', lambda m: m[1] + "\n" + page_head(
+        build, root, runner), html, count=1)
+    if not (found and found_head):
+        raise CourseError(f"{TEMPLATE_DIR / 'preview.html.j2'}: the page has no <html lang=...> or <head><meta "
+                          "charset> to set")
     out = build.site_dir / target
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
@@ -210,8 +220,11 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: boo
 
 
 def page_head(build: Build, root: str, runner: bool) -> str:
-    """Extra <head> tags for one page: the runner's, on the lesson page only."""
-    return import_runner().head_tags(root) if runner and build.has_runner else ""
+    """Extra <head> tags for one page: the runner's, on the exercise site's lesson page only (the solution
+    page shows the task as text, with no cell for the runner; the runner starts Pyodide before the page is
+    parsed, so it must not be on a page without one)."""
+    wanted = runner and build.has_runner and build.branch.name == "exercise"
+    return import_runner().head_tags(root) if wanted else ""
 
 
 def import_runner() -> ModuleType:
@@ -261,6 +274,35 @@ def home_markdown(qmd_text: str, profile: str) -> str:
     return _QMD_LINK.sub(lambda m: f"]({m['path']}.html{m['anchor'] or ''})", body)
 
 
+_TEX_WORDS = {"pi": "π", "theta": "θ", "epsilon": "ε", "beta": "β", "sigma": "σ", "mu": "μ", "sim": "~",
+              "times": "×", "dots": "…", "ldots": "…", "approx": "≈", "pm": "±", "sum": "∑", "parallel": "∥",
+              "log": "log", "min": "min", "max": "max", "exp": "exp"}
+_DISPLAY_MATH = re.compile(r"\$\$.*?\$\$|\\\[.*?\\\]", re.S)
+_INLINE_MATH = re.compile(r"\$([^$]+)\$|\\\((.+?)\\\)", re.S)
+_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+
+
+def tex_to_text(tex: str) -> str:
+    """A formula as plain text for the search index: `\\text{std}` -> std, `\\frac{a}{b}` -> a/b, `\\sigma` -> σ."""
+    text = re.sub(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"\1/\2", tex)
+    text = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"√\1", text)
+    text = re.sub(r"\\([A-Za-z]+)", lambda m: _TEX_WORDS.get(m[1], " "), text)
+    text = re.sub(r"\\.|[{}_^&]", " ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def plain_text(text: str) -> str:
+    """Page text with display formulas dropped and inline formulas as their text."""
+    text = _DISPLAY_MATH.sub(" ", text)
+    text = _INLINE_MATH.sub(lambda m: tex_to_text(m[1] or m[2]), text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def cjk_bigrams(text: str) -> list[str]:
+    """Every two-character run of Chinese characters in `text`, sorted: the words a query is cut into."""
+    return sorted({run[k:k + 2] for run in _CJK_RUN.findall(text) for k in range(len(run) - 1)})
+
+
 def page_sections(soup: BeautifulSoup, href: str) -> list[dict[str, str]]:
     """Split a page's <main> into searchable sections at h1–h3 headings."""
     main = soup.find("main")
@@ -276,7 +318,7 @@ def page_sections(soup: BeautifulSoup, href: str) -> list[dict[str, str]]:
         elif not node.find_parent(["li", "pre", "td"]) or node.name == "pre":
             current["text"] += " " + node.get_text(" ", strip=True)
     sections.append(current)
-    return [s | {"text": s["text"].strip()} for s in sections if s["text"].strip() or s["section"] != title]
+    return [s | {"text": plain_text(s["text"])} for s in sections if s["text"].strip() or s["section"] != title]
 
 
 def copy_file(src: Path, dst: Path) -> None:

@@ -4,14 +4,18 @@ The runner (`assets/runner/runner.js`) turns the exercise cell of the page into 
 Check buttons; Python runs in a web worker through Pyodide served from the site itself. It reads
 `<site>/assets/runner/runner-config.json`, which `write_config` builds from:
 
-- the lesson: the starter code (`lesson.blank_code`), the check groups (the visible part of each test
-  cell: the very asserts the autograder's visible tests run) and the hint levels 1-3 (level 4, the
-  answer, only for the solution branch);
+- the lesson: the starter code (`lesson.blank_code`) and the check groups (`Lesson.visible_checks`:
+  the visible part of each test cell, the very asserts the autograder's visible tests run, and its
+  `own_run` names, the variables whose points depend on the student's own run);
+- the grader's student-id rule (`coursekit.grading.ingest.STUDENT_ID`), so the page validates the
+  id the download is named after exactly as `make grade` will;
 - the nbgrader release notebook, which the "download notebook" button hands back with the editor's
   code as the source of the `group_advantages` cell and the page's written answers (explanation,
   Q1-Q3, typed in text boxes under each answer area) after the prompt of their cells; every other
   cell and all metadata stay as released.
 
+Hints are not in the config: the page's own hint widget (nested `<details class="course-hint">`,
+written by `coursekit branches`) is the only one, and runner.js keeps its state.
 The exercise config must hold no answer and no hidden test; `write_config` refuses to write one that does.
 """
 
@@ -21,16 +25,16 @@ import json
 import shutil
 from pathlib import Path
 
-import mistune
-
 from coursekit.errors import CourseError
-from coursekit.lesson import HINT_LEVELS, Div, Lesson, parse_lesson, visible_test_code
+from coursekit.grading.ingest import STUDENT_ID
+from coursekit.lesson import Lesson, parse_lesson
 
 LESSON = Path("lessons/lesson11_grpo.qmd")
 RELEASE_NOTEBOOK = Path("autograder/release/lesson11/lesson11.ipynb")
 ANSWER_GRADE_ID = "group_advantages"
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "assets" / "runner"
-RUNNER_FILES = ("runner.js", "runner-worker.js", "runner.css")  # copied to <site>/assets/runner/
+# Copied to <site>/assets/runner/; editor.js is the CodeMirror bundle (`make editor`, committed).
+RUNNER_FILES = ("runner.js", "runner-worker.js", "runner.css", "editor.js")
 CONFIG_NAME = "runner-config.json"
 PYODIDE_SOURCE = Path("node_modules/pyodide")
 # What the worker loads from <site>/assets/pyodide/ (the interpreter, its standard library and the
@@ -39,16 +43,20 @@ PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_s
 BRANCHES = ("exercise", "solution")
 TIME_LIMIT_S = 10.0
 HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS", "### BEGIN SOLUTION", "### END SOLUTION")
+# STUDENT_ID in words, shown beside the 学号 field.
+STUDENT_ID_RULE = "1–64 个字符：英文字母、数字和 _ . -，以字母或数字开头（不要写姓名或空格），例如 2024001"
 
 
-def head_tags(root: str) -> str:
+def head_tags(root: str, pyodide_url: str | None = None) -> str:
     """The tags a page needs to load the runner; `root` is the page's relative path to the site root.
 
     `async`, not `defer`: the runner then starts Pyodide while the page is still being parsed instead of
-    after the page's deferred scripts (MathJax, Mermaid) have run.
+    after the page's deferred scripts (MathJax, Mermaid) have run. `pyodide_url` (default: the site's own
+    `assets/pyodide/`) may name another folder, e.g. a CDN's `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
     """
+    extra = f' data-pyodide-url="{pyodide_url}"' if pyodide_url else ""
     return (f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n'
-            f'<script async src="{root}assets/runner/runner.js" data-runner-root="{root}"></script>\n')
+            f'<script async src="{root}assets/runner/runner.js" data-runner-root="{root}"{extra}></script>\n')
 
 
 def read_release_notebook(path: Path) -> dict:
@@ -67,24 +75,9 @@ def read_release_notebook(path: Path) -> dict:
 
 
 def check_groups(lesson: Lesson) -> list[dict]:
-    """One group per test cell: its id, its Chinese title and its visible asserts only."""
-    return [{"id": cell.options["test_id"], "title": cell.options.get("title", cell.options["test_id"]),
-             "code": visible_test_code(cell.body)} for cell in lesson.tests()]
-
-
-def hint_levels(lesson: Lesson, branch: str) -> list[dict]:
-    """Hint levels as HTML: 1-3 for the exercise branch, plus level 4 (the answer lines) for the solution."""
-    div = next((n for n in lesson.walk() if isinstance(n, Div) and n.has("hints")), None)
-    if div is None:
-        return []
-    hints = [c for c in div.children if isinstance(c, Div) and c.has("hint")]
-    levels = [{"level": k, "title": h.attrs["title"], "html": mistune.html("\n".join(h.text_lines()))}
-              for k, h in enumerate(hints[:-1], start=1)]
-    if branch == "solution":
-        answer = "\n".join(lesson.answer_lines)
-        levels.append({"level": len(HINT_LEVELS), "title": HINT_LEVELS[-1],
-                       "html": mistune.html(f"填空处的参考代码：\n\n```python\n{answer}\n```\n")})
-    return levels
+    """One group per test cell (`Lesson.visible_checks`): id, Chinese title, points, visible asserts, own_run."""
+    return [{"id": c.id, "title": c.title, "points": c.points, "code": c.code, "own_run": list(c.own_run)}
+            for c in lesson.visible_checks()]
 
 
 def answer_areas(lesson: Lesson, notebook: dict) -> list[dict]:
@@ -99,21 +92,18 @@ def answer_areas(lesson: Lesson, notebook: dict) -> list[dict]:
     return areas
 
 
-def build_config(lesson: Lesson, notebook: dict, branch: str, *, pyodide_url: str | None = None,
-                 time_limit_s: float = TIME_LIMIT_S) -> dict:
+def build_config(lesson: Lesson, notebook: dict, branch: str, *, time_limit_s: float = TIME_LIMIT_S) -> dict:
     """The runner's config for one branch of the site."""
     if branch not in BRANCHES:
         raise CourseError(f"unknown branch '{branch}'; use one of: {', '.join(BRANCHES)}")
     return {
-        "version": 1,
+        "version": 2,
         "lesson_id": RELEASE_NOTEBOOK.parent.name,
         "branch": branch,
-        "preload": branch == "exercise",  # start Pyodide before the page is parsed: it has the exercise
         "starter_code": lesson.blank_code,
         "checks": check_groups(lesson),
-        "hints": hint_levels(lesson, branch),
         "time_limit_s": time_limit_s,
-        "pyodide_url": pyodide_url,
+        "student_id": {"pattern": STUDENT_ID.pattern, "rule": STUDENT_ID_RULE},
         "answer_grade_id": ANSWER_GRADE_ID,
         "answers": answer_areas(lesson, notebook),
         "notebook": notebook,
@@ -150,16 +140,10 @@ def find_leaks(config: dict, lesson: Lesson) -> list[str]:
 
 
 def write_config(site_dir: Path, branch: str, *, lesson_path: Path = LESSON,
-                 release_path: Path = RELEASE_NOTEBOOK, pyodide_url: str | None = None,
-                 time_limit_s: float = TIME_LIMIT_S) -> Path:
-    """Write `<site_dir>/assets/runner/` (config + runner JS/CSS) for `branch`; return the config path.
-
-    `pyodide_url` (default: the site's own `assets/pyodide/`) may name another folder, e.g. a CDN's
-    `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`; relative URLs are taken from the site root.
-    """
+                 release_path: Path = RELEASE_NOTEBOOK, time_limit_s: float = TIME_LIMIT_S) -> Path:
+    """Write `<site_dir>/assets/runner/` (config + runner JS/CSS + editor) for `branch`; return the config path."""
     lesson = parse_lesson(lesson_path)
-    config = build_config(lesson, read_release_notebook(release_path), branch,
-                          pyodide_url=pyodide_url, time_limit_s=time_limit_s)
+    config = build_config(lesson, read_release_notebook(release_path), branch, time_limit_s=time_limit_s)
     if branch == "exercise" and (leaks := find_leaks(config, lesson)):
         raise CourseError(f"{release_path}: the exercise site would show '{leaks[0]}' (an answer or a hidden "
                           "test); rerun 'make release' so the release notebook holds no solutions")

@@ -3,14 +3,17 @@
 Quarto: `quarto render --profile exercise` (-> _site/) then `--profile solution` (-> _site-solution/),
 with QUARTO_PYTHON pointing at the project's virtualenv. Preview: `coursekit.preview` for both branches,
 then a notice saying what was built and how to get the Quarto site.
-`coursekit site --post-render` is the Quarto post-render hook (see _quarto.yml): it gives the rendered
-site the runner's files, as the preview does.
+`coursekit site --post-render` is the Quarto post-render hook (run by assets/site/post-render.ts, see
+_quarto.yml): it gives the rendered site the runner's files and MathJax, as the preview does, and keeps
+the site self-hosted: it drops the one CDN script Quarto's HTML template adds with MathJax (a polyfill)
+and fails, naming the page, if any page still loads a script, style, font or image from another host.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,8 +24,27 @@ from coursekit import preview
 from coursekit.errors import CourseError
 
 PROFILES = ("exercise", "solution")
-# What a Quarto render lacks that the preview has: the runner's files and its Pyodide copy.
-POST_RENDER_STEPS = (preview.copy_site_assets, preview.add_runner)
+# Quarto's template.html adds this before MathJax whatever its url (quarto-cli src/resources/formats/html/pandoc).
+QUARTO_POLYFILL = re.compile(r'[ \t]*<script src="https://cdnjs\.cloudflare\.com/polyfill/[^"]*"></script>\n?')
+# Tags whose URL the browser fetches by itself (links to read elsewhere, <a href>, are not requests).
+FETCHED = re.compile(r'<(?:script|link|img|iframe|source|video|audio)\b[^>]*?\b(?:src|href)='
+                     r'"(?P<url>(?:https?:)?//[^"]+)"', re.I)
+
+
+def self_host(build: preview.Build) -> None:
+    """Drop Quarto's polyfill script from every page; fail naming a page that still fetches from another host."""
+    for page in sorted(build.site_dir.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        kept = QUARTO_POLYFILL.sub("", text)
+        if kept != text:
+            page.write_text(kept, encoding="utf-8")
+        if found := FETCHED.search(kept):
+            raise CourseError(f"{page}: loads {found['url']} from another host; the site must serve it itself")
+
+
+# What a Quarto render lacks that the preview has: the runner's files, its Pyodide copy and MathJax; then
+# the self-hosting check.
+POST_RENDER_STEPS = (preview.copy_site_assets, preview.copy_mathjax, preview.add_runner, self_host)
 PREVIEW_NOTICE = """\
 note: this is the no-Quarto PREVIEW ({why}): the executed branch notebooks as HTML via
       nbconvert, with the Quarto site's paths.
@@ -83,6 +105,10 @@ def post_render(root: Path, env: Mapping[str, str]) -> int:
         raise CourseError(f"--post-render: QUARTO_PROFILE={profile!r}; expected one of {', '.join(PROFILES)}")
     site_dir = (root / out).resolve()
     build = preview.Build(root=root, branch=preview.BRANCHES[profile], site_dir=site_dir)
-    for step in POST_RENDER_STEPS:
-        step(build)
+    try:
+        for step in POST_RENDER_STEPS:
+            step(build)
+    except CourseError as exc:  # e.g. no release notebook in a fresh clone: `make site` builds it first
+        raise CourseError(f"post-render: {exc} (run `make site`: it builds the branches and the release, "
+                          "then renders)") from None
     return 0

@@ -65,7 +65,8 @@ def test_check_names_the_failing_check_and_exits_nonzero(released_course, tmp_pa
     assert main(["check", str(write_nb(tmp_path / "mine.ipynb", nb)), "--lesson", str(LESSON)]) == 1
     out = capsys.readouterr().out
     assert "✗ 边界输入（1 分）：第 2 行 `assert group_advantages([1.]) == [0.]` 未通过（ZeroDivisionError" in out
-    assert "✓ 长度聚合与 GSPO" in out
+    # the cell stops before the aggregation lines, so the grader scores 0 there too (issue 12)
+    assert "✗ 长度聚合与 GSPO（0.5 分，按你自己代码的运行结果计分）：未通过（你的代码没有算出 response_mean" in out
 
 
 def test_check_counts_unfilled_blanks_as_failure(released_course, capsys):

@@ -4,7 +4,9 @@ The fixture site holds two pages with the real runner files, config and Pyodide 
 `preview/`, the real exercise preview built by coursekit.preview):
 `exercises/lesson11_grpo.html` in the shape of the nbconvert preview (cell tag class) and
 `quarto/lesson11_grpo.html` in the shape of a Quarto page after runner.lua (runner.js loaded from
-site_libs/, `.course-runner` wrapper with data-runner-root). The config's time limit is 3 s.
+site_libs/, `.course-runner` wrapper with data-runner-root), and `bootstrap/lesson11_grpo.html`, the
+same styled with the Bootstrap 5.3 CSS that Quarto's themes are built on, in a Bootstrap grid column
+(Quarto cannot run here; this page stands in for its layout). The config's time limit is 3 s.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
 PREVIEW_PAGE = "exercises/lesson11_grpo.html"
 QUARTO_PAGE = "quarto/lesson11_grpo.html"
-QUARTO_DEPENDENCY = "site_libs/quarto-contrib/course-runner-1.0.0"
+BOOTSTRAP_PAGE = "bootstrap/lesson11_grpo.html"
+BOOTSTRAP_CSS = ROOT / "node_modules" / "bootstrap" / "dist" / "css" / "bootstrap.min.css"
+QUARTO_DEPENDENCY = "site_libs/quarto-contrib/course-runner-2.0.0"
 TIME_LIMIT_S = 3.0
 
 
@@ -56,7 +60,12 @@ def site(tmp_path_factory: pytest.TempPathFactory, course: Course) -> Path:
     preview.write_text(page.replace("{head}", runner.head_tags("../")), encoding="utf-8")
     (site / QUARTO_PAGE).parent.mkdir(parents=True)
     shutil.copyfile(FIXTURES / "quarto_page.html", site / QUARTO_PAGE)
-    shutil.copytree(ROOT / "assets" / "runner", site / QUARTO_DEPENDENCY, ignore=shutil.ignore_patterns("*.lua"))
+    (site / BOOTSTRAP_PAGE).parent.mkdir(parents=True)
+    shutil.copyfile(FIXTURES / "bootstrap_page.html", site / BOOTSTRAP_PAGE)
+    (site / "vendor").mkdir()
+    shutil.copyfile(BOOTSTRAP_CSS, site / "vendor" / "bootstrap.min.css")
+    shutil.copytree(ROOT / "assets" / "runner", site / QUARTO_DEPENDENCY,
+                    ignore=shutil.ignore_patterns("*.lua", "*.mjs", "*.md", "src"))
     return site
 
 
@@ -79,10 +88,10 @@ def preview_site(site: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def pages(base_url: str, preview_site: Path) -> dict[str, str]:
-    """URLs of the fixture pages ("preview", "quarto") and of the real preview's lesson page ("real")."""
+    """URLs of the fixture pages ("preview", "quarto", "bootstrap") and of the real preview's lesson page ("real")."""
     real = preview.BRANCHES["exercise"].lesson.target
     return {"preview": base_url + PREVIEW_PAGE, "quarto": base_url + QUARTO_PAGE,
-            "real": f"{base_url}{preview_site.name}/{real}"}
+            "bootstrap": base_url + BOOTSTRAP_PAGE, "real": f"{base_url}{preview_site.name}/{real}"}
 
 
 @pytest.fixture(scope="session")
@@ -102,17 +111,47 @@ class Requests:
         return [u for u in self.urls if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))]
 
 
-@pytest.fixture
-def context(browser: object) -> Iterator[object]:
-    """A fresh browser context (own localStorage), downloads allowed."""
+@pytest.fixture(scope="module")
+def warm_context(browser: object) -> Iterator[object]:
+    """One browser context per test module: the HTTP cache and the runner's start-up snapshot stay warm."""
     ctx = browser.new_context(accept_downloads=True)
     yield ctx
     ctx.close()
 
 
 @pytest.fixture
-def requests(context: object) -> Requests:
+def context(warm_context: object, base_url: str) -> Iterator[object]:
+    """The module's context with no saved work (localStorage cleared) and no page left open after the test."""
+    page = warm_context.new_page()
+    page.goto(base_url)
+    page.evaluate("localStorage.clear()")
+    page.close()
+    yield warm_context
+    for page in warm_context.pages:
+        page.close()
+
+
+@pytest.fixture
+def fresh_context(browser: object) -> Iterator[object]:
+    """A brand-new context: empty HTTP cache, storage and Cache Storage (no start-up snapshot)."""
+    ctx = browser.new_context(accept_downloads=True)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def requests(context: object) -> Iterator[Requests]:
+    """What the context's pages request (workers included) and the page errors, during this test."""
     log = Requests()
-    context.on("request", lambda r: log.urls.append(r.url))
-    context.on("weberror", lambda e: log.errors.append(str(e.error)))
-    return log
+
+    def on_request(request: object) -> None:
+        log.urls.append(request.url)
+
+    def on_error(error: object) -> None:
+        log.errors.append(str(error.error))
+
+    context.on("request", on_request)
+    context.on("weberror", on_error)
+    yield log
+    context.remove_listener("request", on_request)
+    context.remove_listener("weberror", on_error)

@@ -1,4 +1,6 @@
-"""The runner in headless Chromium: checks, run output, saved work, stop, hints, hand-in, no off-site requests.
+"""The runner in headless Chromium: the CodeMirror editor, checks (one verdict with the grader), run
+output, saved work, stop and time limits, the page's hints, keyboard use, the 学号 rule, hand-in, fonts,
+the start-up snapshot and no off-site requests.
 
 Pages come from the fixture site (see conftest.py); Python runs in the page through the site's Pyodide.
 """
@@ -27,6 +29,10 @@ SAMPLE_VARIANCE = LESSON_11.blank_code.replace(
 ).replace("return ______", "return [0.0] * len(rewards)", 1)
 INFINITE_LOOP = "while True:\n    pass\n"
 ANSWER_IDS = [div.attrs["id"] for div in LESSON_11.answers()]
+RUNNER = "document.querySelector('.cr-host').courseRunner"
+# Extended_Pictographic: characters that need an emoji font (▶ ✔ ⬇ 💡 ...)
+PICTOGRAPHS = r"/\p{Extended_Pictographic}/u"
+SERIF = ("Serif", "Times", "Georgia", "Song", "Ming")
 
 
 class Widget:
@@ -42,48 +48,71 @@ class Widget:
 
     @property
     def code(self) -> str:
-        return self.page.input_value(".cr-editor")
+        return self.page.evaluate(f"{RUNNER}.code")
 
     def type_code(self, code: str) -> None:
-        self.page.fill(".cr-editor", code)
+        """Replace the editor's text (CodeMirror's own change path, as a paste would)."""
+        self.page.evaluate(f"code => {{ {RUNNER}.code = code; }}", code)
 
-    def _click_and_wait(self, action: str, timeout_ms: int = 60_000) -> None:
-        before = self.page.get_attribute(".cr-widget", "data-completed") or "0"
-        self.page.click(f"button[data-action={action}]")
+    def completed(self) -> int:
+        return int(self.page.get_attribute(".cr-widget", "data-completed") or 0)
+
+    def wait_completed(self, before: int, timeout_ms: int = 60_000) -> None:
         self.page.wait_for_function(
             f"() => Number(document.querySelector('.cr-widget').dataset.completed || 0) > {before}",
             timeout=timeout_ms)
 
+    def _click_and_wait(self, action: str, timeout_ms: int = 60_000) -> None:
+        before = self.completed()
+        self.page.click(f"button[data-action={action}]")
+        self.wait_completed(before, timeout_ms)
+
+    def results(self) -> dict[str, tuple[str, str]]:
+        return {li.get_attribute("data-check-id"): (li.get_attribute("data-status"), li.inner_text())
+                for li in self.page.query_selector_all(".cr-check")}
+
     def check(self) -> dict[str, tuple[str, str]]:
         """{check id: (pass|fail, Chinese line)} after one Check."""
         self._click_and_wait("check")
-        return {li.get_attribute("data-check-id"): (li.get_attribute("data-status"), li.inner_text())
-                for li in self.page.query_selector_all(".cr-check")}
+        return self.results()
 
     def run(self) -> str:
         self._click_and_wait("run")
         return self.page.inner_text(".cr-output")
 
 
-def test_blank_code_fails_the_function_checks_with_the_error(context, pages) -> None:
+def statuses(results: dict[str, tuple[str, str]]) -> dict[str, str]:
+    return {k: status for k, (status, _) in results.items()}
+
+
+# ---------------------------------------------------------------- checks: one verdict with the grader
+
+def test_blank_code_fails_every_check_and_says_the_aggregation_is_scored_on_the_own_run(context, pages) -> None:
     widget = Widget(context.new_page(), pages["preview"])
     assert widget.code == LESSON_11.blank_code
     results = widget.check()
-    assert list(results) == ["normal", "boundary", "aggregation"]
-    assert results["normal"][0] == results["boundary"][0] == "fail"
-    assert results["aggregation"] == ("pass", results["aggregation"][1])
+    assert statuses(results) == {"normal": "fail", "boundary": "fail", "aggregation": "fail"}
     assert "正常输入：未通过" in results["normal"][1] and "NameError" in results["normal"][1]
-    assert "长度聚合与 GSPO：通过" in results["aggregation"][1]
+    aggregation = results["aggregation"][1]
+    assert "长度聚合与 GSPO（按你自己代码的运行结果计分）：未通过" in aggregation
+    assert "response_mean" in aggregation and "评分时此项 0 分" in aggregation
 
 
-def test_wrong_variance_fails_only_the_normal_inputs_check(context, pages) -> None:
+def test_wrong_variance_fails_normal_inputs_and_the_own_run_it_never_reached(context, pages) -> None:
     widget = Widget(context.new_page(), pages["preview"])
     widget.type_code(SAMPLE_VARIANCE)
     results = widget.check()
-    assert {k: status for k, (status, _) in results.items()} == {
-        "normal": "fail", "boundary": "pass", "aggregation": "pass"}
+    assert statuses(results) == {"normal": "fail", "boundary": "pass", "aggregation": "fail"}
     assert re.search(r"第 \d+ 行：assert .*\nAssertionError", results["normal"][1])
-    assert "3 组检查中通过 2 组" in widget.page.inner_text(".cr-summary")
+    assert "3 组检查中通过 1 组" in widget.page.inner_text(".cr-summary")
+
+
+def test_changed_recipe_fails_the_own_run_check_with_the_values(context, pages) -> None:
+    widget = Widget(context.new_page(), pages["preview"])
+    widget.type_code(CORRECT.replace("ratios = [4., .25]", "ratios = [4., .25]\nratios = (4., .25)"))
+    results = widget.check()
+    assert statuses(results) == {"normal": "pass", "boundary": "pass", "aggregation": "fail"}
+    assert "你的 ratios = (4.0, 0.25)，应为 [4.0, 0.25]" in results["aggregation"][1]
 
 
 def test_correct_answer_passes_all_checks_without_leaving_localhost(context, pages, requests) -> None:
@@ -94,6 +123,7 @@ def test_correct_answer_passes_all_checks_without_leaving_localhost(context, pag
         assert [status for status, _ in results.values()] == ["pass"] * 3
     assert "全部 3 组检查通过" in widget.page.inner_text(".cr-summary")
     assert any(u.endswith("/assets/pyodide/pyodide.asm.wasm") for u in requests.urls)
+    assert any(u.endswith("/assets/runner/editor.js") for u in requests.urls)
     assert requests.off_host() == []
     assert requests.errors == []
 
@@ -107,23 +137,122 @@ def test_run_shows_stdout_and_the_traceback(context, pages) -> None:
     assert widget.page.query_selector(".cr-output .cr-stderr") is not None
 
 
-def test_editor_keys_indent_dedent_and_keep_undo(context, pages) -> None:
+# ---------------------------------------------------------------- the editor (CodeMirror 6)
+
+def test_editor_is_codemirror_with_highlighting_line_numbers_and_brackets(context, pages) -> None:
     page = context.new_page()
-    Widget(page, pages["preview"])
-    page.fill(".cr-editor", "")
-    page.click(".cr-editor")
-    page.keyboard.type("def f():")
+    widget = Widget(page, pages["preview"])
+    assert page.locator(".cr-editor .cm-editor").count() == 1
+    assert page.locator("textarea.cr-editor").count() == 0, "the hand-written textarea editor is gone"
+    assert page.locator(".cm-lineNumbers .cm-gutterElement", has_text="1").first.is_visible()
+    keyword = page.locator(".cm-line", has_text="def group_advantages").locator("span").first
+    assert keyword.inner_text() == "def"
+    assert keyword.evaluate("e => getComputedStyle(e).color") != page.locator(".cm-content").evaluate(
+        "e => getComputedStyle(e).color"), "keywords are highlighted"
+    widget.type_code("print(len([1, 2]))")
+    page.click(".cm-content")
+    page.keyboard.press("Control+End")
+    assert page.locator(".cm-matchingBracket").count() == 2  # the last ")" and its "("
+    label = page.get_attribute(".cm-content", "aria-label")
+    assert "代码编辑器" in label and "Esc" in label
+    assert page.get_attribute(".cm-content", "role") == "textbox"
+
+
+def test_editor_keys_indent_dedent_undo_redo_and_close_brackets(context, pages) -> None:
+    page = context.new_page()
+    widget = Widget(page, pages["preview"])
+    widget.type_code("")
+    page.click(".cm-content")
+    page.keyboard.type("def f(")
+    assert widget.code == "def f()", "the closing bracket is added"
+    page.keyboard.type("):")  # typing the closing bracket steps over it
     page.keyboard.press("Enter")
     page.keyboard.type("return 1")
-    assert page.input_value(".cr-editor") == "def f():\n    return 1"
+    assert widget.code == "def f():\n    return 1"
+    page.wait_for_timeout(600)  # CodeMirror groups edits less than 500 ms apart into one undo step
     page.keyboard.press("Shift+Tab")
-    assert page.input_value(".cr-editor") == "def f():\nreturn 1"
+    assert widget.code == "def f():\nreturn 1"
     page.keyboard.press("Control+z")
-    assert page.input_value(".cr-editor") == "def f():\n    return 1"
-    page.keyboard.press("End")
+    assert widget.code == "def f():\n    return 1"
+    page.keyboard.press("Control+Shift+Z")  # event.key "Z", as a real keyboard sends
+    assert widget.code == "def f():\nreturn 1"
+    page.keyboard.press("Control+z")
     page.keyboard.press("Tab")
-    assert page.input_value(".cr-editor") == "def f():\n    return 1    "
+    assert widget.code == "def f():\n        return 1"
 
+
+def test_shortcuts_run_and_check_and_escape_then_tab_leaves_the_editor(context, pages) -> None:
+    page = context.new_page()
+    widget = Widget(page, pages["preview"])
+    widget.wait_ready()
+    widget.type_code('print("快捷键")')
+    page.click(".cm-content")
+    before = widget.completed()
+    page.keyboard.press("Control+Enter")
+    widget.wait_completed(before)
+    assert "快捷键" in page.inner_text(".cr-output")
+    widget.type_code(CORRECT)
+    page.click(".cm-content")
+    before = widget.completed()
+    page.keyboard.press("Control+Shift+Enter")
+    widget.wait_completed(before)
+    assert page.get_attribute(".cr-summary", "data-passed") == "3"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.classList.contains('cm-content')"), "Tab indents in the editor"
+    page.keyboard.press("Escape")
+    page.keyboard.press("Tab")
+    assert not page.evaluate("document.activeElement.classList.contains('cm-content')"), "Esc then Tab leaves"
+
+
+def test_input_method_composition_commits_only_the_chosen_characters(context, pages) -> None:
+    page = context.new_page()
+    widget = Widget(page, pages["preview"])
+    widget.type_code("x = ''")
+    page.click(".cm-content")
+    page.keyboard.press("Control+End")
+    page.keyboard.press("ArrowLeft")
+    cdp = context.new_cdp_session(page)
+    for partial in ("n", "ni", "nih", "niha", "nihao"):  # 拼音 as it is typed, then the chosen words
+        cdp.send("Input.imeSetComposition", {"text": partial, "selectionStart": len(partial),
+                                             "selectionEnd": len(partial)})
+    cdp.send("Input.insertText", {"text": "你好"})
+    page.wait_for_function(f"() => {RUNNER}.code === \"x = '你好'\"")
+    page.keyboard.press("Control+Enter")
+    page.wait_for_function("() => document.querySelector('.cr-output').textContent.includes('没有输出')")
+
+
+def test_the_editor_fills_its_column_on_a_bootstrap_styled_page(context, pages, requests) -> None:
+    """Quarto 1.10's pages are Bootstrap 5.3 (its themes compile Bootstrap's CSS): the editor must not shrink."""
+    page = context.new_page()
+    page.set_viewport_size({"width": 1366, "height": 900})
+    widget = Widget(page, pages["bootstrap"])
+    widths = page.evaluate("""() => {
+        const main = document.querySelector('main.content');
+        const inner = main.clientWidth - parseFloat(getComputedStyle(main).paddingLeft)
+                      - parseFloat(getComputedStyle(main).paddingRight);
+        return { column: inner, widget: document.querySelector('.cr-widget').getBoundingClientRect().width,
+                 editor: document.querySelector('.cr-editor').getBoundingClientRect().width,
+                 cm: document.querySelector('.cm-editor').getBoundingClientRect().width,
+                 pad: document.querySelector('.cr-widget').clientWidth
+                      - document.querySelector('.cr-editor').getBoundingClientRect().width };
+    }""")
+    assert abs(widths["widget"] - widths["column"]) <= 1, widths
+    assert widths["editor"] >= widths["widget"] - 2 * 16, widths  # only the widget's own padding between
+    assert abs(widths["cm"] - (widths["editor"] - 2)) <= 1, widths  # CodeMirror fills the editor box
+    clipped = page.evaluate("""() => {
+        const content = document.querySelector('.cm-content').getBoundingClientRect();
+        const scroller = document.querySelector('.cm-scroller');
+        return { wider: scroller.scrollWidth - scroller.clientWidth,
+                 lines: [...document.querySelectorAll('.cm-line')]
+                     .filter(l => l.getBoundingClientRect().right > content.right + 1).length };
+    }""")
+    assert clipped == {"wider": 0, "lines": 0}, "long lines wrap inside the editor instead of being cut off"
+    widget.type_code(CORRECT)
+    assert [status for status, _ in widget.check().values()] == ["pass"] * 3
+    assert requests.off_host() == []
+
+
+# ---------------------------------------------------------------- saved work, stop, time limits, crashes
 
 def test_reload_keeps_the_code_and_start_over_restores_the_blanks(context, pages) -> None:
     page = context.new_page()
@@ -141,7 +270,7 @@ def test_reload_keeps_the_code_and_start_over_restores_the_blanks(context, pages
     assert widget.code == LESSON_11.blank_code
 
 
-def test_infinite_loop_is_stopped_and_the_page_stays_usable(context, pages, time_limit_s) -> None:
+def test_infinite_loop_is_stopped_and_the_time_limit_is_said_once(context, pages, time_limit_s) -> None:
     page = context.new_page()
     widget = Widget(page, pages["preview"])
     widget.type_code(INFINITE_LOOP)
@@ -150,48 +279,127 @@ def test_infinite_loop_is_stopped_and_the_page_stays_usable(context, pages, time
     page.wait_for_selector(".cr-widget[data-busy=true]")
     page.click("button[data-action=stop]")
     page.wait_for_selector(".cr-widget[data-busy=false]")
-    assert "已停止" in page.inner_text(".cr-output")
+    assert "已停止" in page.inner_text(".cr-checks")
     assert page.evaluate("1 + 1") == 2  # the page's own thread was never blocked
 
     widget.type_code('while True:\n    print("刷屏")\n')  # floods the page; no Stop: the time limit ends it
     output = widget.run()
     assert "输出过长" in output and len(output) < 60_000
-    assert f"运行超过 {time_limit_s:g} 秒" in output
+    message = f"运行超过 {time_limit_s:g} 秒"
+    assert page.inner_text(".cr-widget").count(message) == 1, "the time-limit message is shown once"
 
     widget.type_code(CORRECT)
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
 
 
-def test_a_crashed_interpreter_is_replaced(context, pages) -> None:
+def test_a_loop_in_the_code_times_out_per_step_as_in_the_grader(context, pages, time_limit_s) -> None:
+    """The grader interrupts the cell and goes on; so does Check: what was defined before the loop stays."""
+    widget = Widget(context.new_page(), pages["preview"])
+    widget.type_code(CORRECT.replace("return [0.0] * len(rewards)", "while True:\n            pass"))
+    results = widget.check()
+    assert statuses(results) == {"normal": "pass", "boundary": "fail", "aggregation": "fail"}
+    assert f"运行超过 {time_limit_s:g} 秒" in results["boundary"][1]
+    assert f"运行超过 {time_limit_s:g} 秒" in widget.page.inner_text(".cr-setup-error")
+
+
+def test_a_crashed_interpreter_is_replaced_and_fails_every_check(context, pages) -> None:
     widget = Widget(context.new_page(), pages["preview"])
     widget.type_code("import os\nos._exit(1)\n")  # ends the interpreter itself, not just the code
     assert "Python 内部出错（Program terminated with exit(1)），已重新启动。" in widget.run()
+    widget.type_code(CORRECT + "\nimport os\nos._exit(1)\n")
+    results = widget.check()
+    assert statuses(results) == {"normal": "fail", "boundary": "fail", "aggregation": "fail"}
+    assert "所有检查都不得分" in widget.page.inner_text(".cr-setup-error")
     widget.type_code(CORRECT)
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
 
 
-def test_hints_open_levels_one_to_three_one_at_a_time(context, pages) -> None:
-    page = context.new_page()
-    Widget(page, pages["preview"])
-    hint_levels = []
-    while page.is_visible("button[data-action=hint]"):
-        page.click("button[data-action=hint]")
-        hint_levels.append([h.get_attribute("data-level") for h in page.query_selector_all(".cr-hint")])
-    assert hint_levels == [["1"], ["1", "2"], ["1", "2", "3"]]
-    text = page.inner_text(".cr-hints")
-    assert "提示 3：关键局部" in text and "完整答案" not in text
-    assert all(line.strip() not in text for line in LESSON_11.answer_lines)
+# ---------------------------------------------------------------- the page's hints, keyboard, fonts
 
+def test_hints_are_the_pages_own_widget_with_one_state(context, pages) -> None:
+    page = context.new_page()
+    Widget(page, pages["real"])
+    assert page.locator(".cr-hint, .cr-hints").count() == 0, "the runner has no hint panel of its own"
+    opened = []
+    while page.get_attribute("button[data-action=hint]", "aria-disabled") == "false":
+        page.click("button[data-action=hint]")
+        opened.append([d.get_attribute("data-level") for d in page.query_selector_all("details.course-hint[open]")])
+    assert opened == [["1"], ["1", "2"], ["1", "2", "3"], ["1", "2", "3", "4"]]
+    level4 = page.locator("details.course-hint[data-level='4']").inner_text()
+    assert "参考答案版" in level4 and all(line.strip() not in level4 for line in LESSON_11.answer_lines)
+    page.locator("details.course-hint[data-level='3'] > summary").click()  # closing on the page counts too
+    Widget(page, pages["real"])
+    assert [d.get_attribute("data-level") for d in page.query_selector_all("details.course-hint[open]")] == ["1", "2"]
+    assert page.inner_text("button[data-action=hint]") == "提示（第 3 级）"
+
+
+def test_keyboard_skip_link_and_focus_stays_on_the_pressed_button(context, pages) -> None:
+    page = context.new_page()
+    widget = Widget(page, pages["real"])
+    widget.wait_ready()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "跳到练习（代码编辑器）"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.classList.contains('cm-content')")
+    widget.type_code(CORRECT)
+    for action in ("run", "check"):
+        page.focus(f"button[data-action={action}]")
+        before = widget.completed()
+        page.keyboard.press("Enter")
+        widget.wait_completed(before)
+        assert page.evaluate("document.activeElement.dataset.action") == action
+
+
+def test_runner_text_uses_sans_serif_fonts_and_no_emoji(context, pages) -> None:
+    page = context.new_page()
+    widget = Widget(page, pages["real"])
+    widget.check()
+    assert page.evaluate(f"() => {PICTOGRAPHS}.test(document.querySelector('.cr-widget').innerText)") is False
+    cdp = context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    for selector in ("button[data-action=run]", ".cr-summary", ".cr-check-title", ".cr-id-rule", ".cr-status"):
+        node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+        fonts = [f["familyName"] for f in cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]]
+        assert fonts and not any(word in f for f in fonts for word in SERIF), (selector, fonts)
+        assert not any("JP" in f for f in fonts), (selector, fonts)
+
+
+# ---------------------------------------------------------------- other pages, the 学号 rule, hand-in
 
 def test_quarto_page_attaches_to_the_course_runner_div(context, pages, requests) -> None:
     widget = Widget(context.new_page(), pages["quarto"])
     assert not widget.page.is_visible(".course-runner > .cell")
     answer_boxes = widget.page.query_selector_all(".course-answer > .cr-answer")
     assert [box.get_attribute("data-answer-id") for box in answer_boxes] == ["q1", "q2", "q3", "explanation"]
+    assert not widget.page.is_visible("button[data-action=hint]"), "no hint widget on this page: no button"
     widget.type_code(CORRECT)
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
-    assert any("/site_libs/quarto-contrib/course-runner-1.0.0/runner-worker.js" in u for u in requests.urls)
+    assert any("/site_libs/quarto-contrib/course-runner-2.0.0/runner-worker.js" in u for u in requests.urls)
     assert requests.off_host() == []
+
+
+@pytest.mark.parametrize(("typed", "state"), [("2024001 张三", "invalid"), ("张三", "invalid"), ("_s1", "invalid"),
+                                               ("s" * 65, "invalid"), ("", "empty"), ("2024001", "valid"),
+                                               ("s001.b-2_c", "valid")])
+def test_student_id_is_validated_as_typed_with_the_graders_rule(context, pages, typed, state) -> None:
+    from coursekit.grading.ingest import STUDENT_ID
+
+    assert (STUDENT_ID.fullmatch(typed) is not None) == (state == "valid")
+    page = context.new_page()
+    Widget(page, pages["preview"])
+    assert "字母" in page.inner_text(".cr-id-rule")
+    page.fill(".cr-student-id", typed)
+    assert page.get_attribute(".cr-widget", "data-student-id") == state
+    assert page.get_attribute(".cr-student-id", "aria-invalid") == str(state == "invalid").lower()
+    if state != "valid":
+        downloads = []
+        page.on("download", lambda d: downloads.append(d))
+        page.click("button[data-action=download]")
+        page.wait_for_timeout(300)
+        assert downloads == [], "no file is saved under an id the grader would not accept"
+        assert "学号" in page.inner_text(".cr-status")
 
 
 def test_downloaded_notebook_autogrades_to_full_automatic_points(context, pages, course: Course,
@@ -201,11 +409,11 @@ def test_downloaded_notebook_autogrades_to_full_automatic_points(context, pages,
     widget.type_code(CORRECT)
     for grade_id in ANSWER_IDS:
         page.fill(f".cr-answer[data-answer-id={grade_id}]", f"我的{grade_id}回答")
-    page.fill(".cr-student-id", "s001")
+    page.fill(".cr-student-id", "2024001")
     with page.expect_download() as download:
         page.click("button[data-action=download]")
-    assert download.value.suggested_filename == "s001.ipynb"
-    downloaded = tmp_path / "s001.ipynb"
+    assert download.value.suggested_filename == "2024001.ipynb"
+    downloaded = tmp_path / "2024001.ipynb"
     download.value.save_as(downloaded)
 
     released = json.loads(course.release_notebook.read_text(encoding="utf-8"))
@@ -222,7 +430,7 @@ def test_downloaded_notebook_autogrades_to_full_automatic_points(context, pages,
     downloaded.rename(folder / downloaded.name)
     assert main(["grade", str(folder), "--course", str(course.root), "--jobs", "1"]) == 0
     with course.report_csv.open(encoding="utf-8") as report:
-        row = next(r for r in csv.DictReader(report) if r["student_id"] == "s001")
+        row = next(r for r in csv.DictReader(report) if r["student_id"] == "2024001")
     assert {k: float(row[k]) for k in ("normal", "boundary", "aggregation", "auto_total")} == {
         "normal": 1.5, "boundary": 1.0, "aggregation": 0.5, "auto_total": 3.0}
     assert row["flags"] == "", row["flags"]
@@ -236,3 +444,20 @@ def test_real_preview_page_checks_and_offers_answer_boxes(context, pages, reques
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
     assert requests.off_host() == []
     assert requests.errors == []
+
+
+# ---------------------------------------------------------------- start-up snapshot
+
+def test_a_reload_restores_the_start_up_snapshot_and_still_checks(fresh_context, pages) -> None:
+    page = fresh_context.new_page()
+    widget = Widget(page, pages["preview"])
+    widget.wait_ready()
+    assert page.get_attribute(".cr-widget", "data-start") == "fresh"
+    widget.type_code("import sys\nsys.modules['math'] = None\n")  # student code must never reach the snapshot
+    widget.run()
+    page.wait_for_selector(".cr-widget[data-snapshot=stored]", timeout=90_000)
+    widget = Widget(page, pages["preview"])
+    widget.wait_ready()
+    assert page.get_attribute(".cr-widget", "data-start") == "snapshot"
+    widget.type_code(CORRECT)
+    assert [status for status, _ in widget.check().values()] == ["pass"] * 3

@@ -1,8 +1,9 @@
-"""coursekit.runner: the runner's config (check groups, hints, answers, hand-in notebook) and its site files."""
+"""coursekit.runner: the runner's config (check groups, id rule, answers, hand-in notebook) and its site files."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from coursekit import runner
 from coursekit.errors import CourseError
 from coursekit.grading.course import Course
+from coursekit.grading.ingest import STUDENT_ID
 from coursekit.lesson import parse_lesson, visible_test_code
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,18 +32,31 @@ def test_check_groups_are_the_visible_test_cells_with_their_titles(release_noteb
     assert config["starter_code"] == LESSON_11.blank_code
 
 
-def test_only_the_exercise_site_preloads_pyodide(release_notebook) -> None:
-    assert runner.build_config(LESSON_11, release_notebook, "exercise")["preload"] is True
-    assert runner.build_config(LESSON_11, release_notebook, "solution")["preload"] is False
+def test_the_aggregation_check_is_scored_on_the_students_own_run(release_notebook) -> None:
+    checks = {g["id"]: g for g in runner.build_config(LESSON_11, release_notebook, "exercise")["checks"]}
+    assert checks["aggregation"]["own_run"] == ["response_mean", "token_mean", "fixed_length_mean", "ratios"]
+    assert checks["normal"]["own_run"] == checks["boundary"]["own_run"] == []
+    assert [checks[k]["points"] for k in ("normal", "boundary", "aggregation")] == ["1.5", "1", "0.5"]
 
 
-def test_exercise_hints_stop_at_level_three_and_solution_adds_the_answer(release_notebook) -> None:
-    exercise = runner.build_config(LESSON_11, release_notebook, "exercise")["hints"]
-    solution = runner.build_config(LESSON_11, release_notebook, "solution")["hints"]
-    assert [(h["level"], h["title"]) for h in exercise] == [(1, "概念区域"), (2, "具体方向"), (3, "关键局部")]
-    assert "<strong>总体方差</strong>" in exercise[0]["html"]
-    assert [h["level"] for h in solution] == [1, 2, 3, 4]
-    assert all(line.strip() in solution[3]["html"] for line in LESSON_11.answer_lines)
+def test_own_run_names_are_what_the_hidden_block_reads() -> None:
+    """The lesson's option and the grader's hidden text name the same variables (defined once, checked here)."""
+    (cell,) = [t for t in LESSON_11.tests() if t.options.get("own_run")]
+    hidden = cell.body.split("### BEGIN HIDDEN TESTS", 1)[1].split("### END HIDDEN TESTS", 1)[0]
+    read = set(re.findall(r'"(\w+)"', hidden))
+    assert set(LESSON_11.visible_checks()[2].own_run) == read
+
+
+def test_the_student_id_rule_is_the_graders(release_notebook) -> None:
+    rule = runner.build_config(LESSON_11, release_notebook, "exercise")["student_id"]
+    assert rule["pattern"] == STUDENT_ID.pattern
+    assert "字母" in rule["rule"] and "数字" in rule["rule"]
+
+
+def test_the_config_carries_no_hints(release_notebook) -> None:
+    """The page's own hint widget is the only one (see the browser tests)."""
+    for branch in runner.BRANCHES:
+        assert "hints" not in runner.build_config(LESSON_11, release_notebook, branch)
 
 
 def test_answer_areas_come_from_the_release_cells_in_notebook_order(release_notebook) -> None:
@@ -91,10 +106,10 @@ def test_unknown_branch_lists_the_valid_ones(release_notebook) -> None:
         runner.build_config(LESSON_11, release_notebook, "draft")
 
 
-def test_pyodide_url_option_reaches_the_config(release_notebook) -> None:
+def test_pyodide_url_option_reaches_the_script_tag() -> None:
     cdn = "https://cdn.jsdelivr.net/pyodide/v314.0.8/full/"
-    assert runner.build_config(LESSON_11, release_notebook, "exercise", pyodide_url=cdn)["pyodide_url"] == cdn
-    assert runner.build_config(LESSON_11, release_notebook, "exercise")["pyodide_url"] is None
+    assert f'data-pyodide-url="{cdn}"' in runner.head_tags("../", pyodide_url=cdn)
+    assert "data-pyodide-url" not in runner.head_tags("../")
 
 
 def test_copy_pyodide_copies_exactly_the_files_the_worker_loads(tmp_path: Path) -> None:
@@ -111,3 +126,10 @@ def test_head_tags_point_at_the_site_root() -> None:
     tags = runner.head_tags("../")
     assert '<script async src="../assets/runner/runner.js" data-runner-root="../"></script>' in tags
     assert 'href="../assets/runner/runner.css"' in tags
+
+
+def test_the_quarto_filter_ships_every_runner_file() -> None:
+    """runner.lua's HTML dependency must carry what write_config copies (the editor bundle included)."""
+    lua = (ROOT / "assets" / "runner" / "runner.lua").read_text(encoding="utf-8")
+    shipped = set(re.findall(r'path = "([\w.-]+)"', lua)) | set(re.findall(r'stylesheets = \{ "([\w.-]+)" \}', lua))
+    assert shipped == set(runner.RUNNER_FILES)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from coursekit import preview
@@ -54,13 +56,16 @@ def test_lesson_math_is_typeset_and_the_diagram_drawn(branch, page_and_log, site
 def test_hints_open_one_level_at_a_time(page_and_log, site_urls, screenshot) -> None:
     page, _ = page_and_log
     open_page(page, site_urls["exercise"] + preview.BRANCHES["exercise"].lesson.target)
-    summary = {n: page.locator(f"details.course-hint[data-level='{n}'] > summary") for n in (1, 2, 3)}
-    assert page.locator("details.course-hint[data-level='4']").count() == 0, "the answer hint leaked"
+    summary = {n: page.locator(f"details.course-hint[data-level='{n}'] > summary") for n in (1, 2, 3, 4)}
     assert summary[1].is_visible() and not summary[2].is_visible()
     summary[1].click()
     assert summary[2].is_visible() and not summary[3].is_visible()
     summary[2].click()
-    assert summary[3].is_visible()
+    assert summary[3].is_visible() and not summary[4].is_visible()
+    summary[3].click()
+    summary[4].click()
+    level4 = page.locator("details.course-hint[data-level='4']").inner_text()
+    assert "参考答案版" in level4 and "[0.0] * len(rewards)" not in level4, "the 4th level says where the answer is"
     screenshot(page, "exercise-hints-open")
 
 
@@ -70,6 +75,8 @@ def test_solution_has_the_fourth_hint_level(page_and_log, site_urls) -> None:
     for level in (1, 2, 3):
         page.locator(f"details.course-hint[data-level='{level}'] > summary").click()
     assert page.locator("details.course-hint[data-level='4'] > summary").is_visible()
+    page.locator("details.course-hint[data-level='4'] > summary").click()
+    assert "[0.0] * len(rewards)" in page.locator("details.course-hint[data-level='4']").inner_text()
 
 
 def test_search_box_finds_a_section_and_links_to_it(page_and_log, site_urls, screenshot) -> None:
@@ -85,3 +92,159 @@ def test_search_box_finds_a_section_and_links_to_it(page_and_log, site_urls, scr
     page.wait_for_load_state("networkidle")
     assert "零方差" in page.locator("main").inner_text()
     assert not log.errors and not log.failed
+
+
+# ---- issue 12: language and fonts, search, phone and laptop layout, keyboard and screen readers
+
+PICTOGRAPHS = r"/\p{Extended_Pictographic}/u"
+ALL_PAGES = PAGES
+
+
+def platform_fonts(page: object, selector: str) -> list[str]:
+    """The fonts Chromium really used for the text of the first element matching `selector`."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+    return [f["familyName"] for f in cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]]
+
+
+@pytest.mark.parametrize(("branch", "target"), ALL_PAGES)
+def test_pages_are_chinese_with_chinese_glyphs_and_no_emoji(branch, target, page_and_log, site_urls) -> None:
+    page, _ = page_and_log
+    open_page(page, site_urls[branch] + target)
+    assert page.get_attribute("html", "lang") == "zh-CN"
+    assert page.evaluate(f"() => {PICTOGRAPHS}.test(document.body.innerText)") is False
+    fonts = platform_fonts(page, ".jp-RenderedMarkdown p")
+    assert any(f.endswith("CJK SC") for f in fonts), fonts  # 。，“” in their Chinese forms, not JP
+    assert not any(f.endswith(("CJK JP", "CJK KR", "CJK TC", "CJK HK")) for f in fonts), fonts
+
+
+def search(page: object, query: str) -> list[str]:
+    page.fill("#course-search-input", query)
+    page.locator("#course-search-results li").first.wait_for(timeout=5_000)
+    return page.locator("#course-search-results [role=option] a").all_inner_texts()
+
+
+def test_search_matches_latin_words_loosely_and_chinese_by_words(page_and_log, site_urls) -> None:
+    page, log = page_and_log
+    open_page(page, site_urls["exercise"] + "index.html")
+    assert search(page, "dr grpo"), "the text says Dr. GRPO"
+    assert search(page, "DR.GRPO") == search(page, "dr grpo")
+    hits = search(page, "组内优势")  # no such string on the page: 组内 + 优势 are two words
+    assert hits and page.locator("#course-search-results mark", has_text="优势").count() > 0
+    snippets = page.locator("#course-search-results small").all_inner_texts()
+    search(page, "标准差")
+    snippets += page.locator("#course-search-results small").all_inner_texts()
+    assert not any(re.search(r"\$|\\text|\\frac", s) for s in snippets), snippets
+    assert search(page, "无此词条qwzx") == [] and page.locator(".course-search-none").count() == 1
+    assert not log.errors
+
+
+def test_search_results_work_with_the_keyboard_and_land_below_the_sticky_bar(page_and_log, site_urls) -> None:
+    page, log = page_and_log
+    open_page(page, site_urls["exercise"] + "index.html")
+    hits = search(page, "零方差")
+    assert len(hits) >= 2
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    selected = page.locator("#course-search-results [aria-selected=true]")
+    assert selected.count() == 1 and selected.get_attribute("id") == page.get_attribute(
+        "#course-search-input", "aria-activedescendant")
+    href = selected.locator("a").get_attribute("href")
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(re.escape(href.split("#")[0].lstrip("./"))))
+    page.wait_for_load_state("networkidle")
+    anchor = href.split("#", 1)[1]
+    heading = page.locator(f"[id='{anchor}']")
+    bar = page.locator(".course-nav").bounding_box()
+    page.wait_for_timeout(300)
+    assert heading.bounding_box()["y"] >= bar["y"] + bar["height"] - 1, "the heading is under the sticky bar"
+    assert not log.errors
+
+
+@pytest.mark.parametrize("viewport", [(390, 844), (1366, 768)], ids=["phone", "laptop"])
+def test_formulas_scroll_in_their_box_and_the_diagram_keeps_legible_text(viewport, browser, site_urls,
+                                                                         screenshot) -> None:
+    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+    page = context.new_page()
+    try:
+        open_page(page, site_urls["exercise"] + preview.BRANCHES["exercise"].lesson.target)
+        page.wait_for_selector(".jp-Mermaid svg", timeout=15_000)
+        width = page.evaluate("document.documentElement.clientWidth")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, "the page scrolls sideways"
+        boxes = page.evaluate("""() => [...document.querySelectorAll('mjx-container[display=true]')].map(m => ({
+            right: m.getBoundingClientRect().right, scroll: m.scrollWidth, client: m.clientWidth,
+            overflow: getComputedStyle(m).overflowX}))""")
+        assert all(b["right"] <= width + 1 and b["overflow"] == "auto" for b in boxes), boxes
+        if viewport[0] < 600:
+            assert any(b["scroll"] > b["client"] for b in boxes), "the GRPO objective is wider than a phone"
+        label = page.locator(".jp-Mermaid svg .nodeLabel, .jp-Mermaid svg text").first
+        size = label.evaluate("e => e.getBoundingClientRect().height / (e.getClientRects().length || 1)")
+        font = label.evaluate("""e => parseFloat(getComputedStyle(e).fontSize)
+            * e.closest('svg').getBoundingClientRect().width / e.closest('svg').viewBox.baseVal.width""")
+        assert font >= 11, f"diagram text is {font:.1f} px (box {size:.1f} px)"
+        screenshot(page, f"exercise-lesson-{viewport[0]}x{viewport[1]}")
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("viewport", [(390, 844), (1366, 768)], ids=["phone", "laptop"])
+def test_toolbar_stays_visible_while_editing_and_check_results_come_into_view(viewport, browser, site_urls) -> None:
+    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+    page = context.new_page()
+    try:
+        open_page(page, site_urls["exercise"] + preview.BRANCHES["exercise"].lesson.target)
+        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=90_000)
+        last_line = page.locator(".cm-line").last
+        last_line.scroll_into_view_if_needed()
+        last_line.click()
+        page.keyboard.type("  # 编辑中")
+        toolbar = page.locator(".cr-toolbar").bounding_box()
+        assert 0 <= toolbar["y"] and toolbar["y"] + toolbar["height"] <= viewport[1], toolbar
+        at = page.evaluate(
+            """([x, y]) => document.elementFromPoint(x, y).closest('.cr-toolbar') !== null""",
+            [toolbar["x"] + 8, toolbar["y"] + toolbar["height"] / 2])
+        assert at, "something covers the toolbar (the sticky bar?)"
+        page.click("button[data-action=check]")
+        page.wait_for_selector(".cr-summary", timeout=60_000)
+        page.wait_for_timeout(300)
+        summary = page.locator(".cr-summary").bounding_box()
+        assert 0 <= summary["y"] < viewport[1] - 20, f"the results start below the fold: {summary}"
+        assert page.evaluate("document.activeElement.dataset.action") == "check"
+    finally:
+        context.close()
+
+
+def test_keyboard_reaches_the_exercise_at_once_and_formulas_are_no_tab_stops(page_and_log, site_urls) -> None:
+    page, _ = page_and_log
+    open_page(page, site_urls["exercise"] + preview.BRANCHES["exercise"].lesson.target)
+    page.wait_for_selector(".cr-widget")
+    assert page.locator("mjx-container[tabindex]:not([tabindex='-1'])").count() == 0
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "cr-skip-link"
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.classList.contains('cm-content')")
+    page.keyboard.press("Escape")
+    presses = 0
+    while page.evaluate("document.activeElement.dataset.action") != "run" and presses < 10:
+        page.keyboard.press("Shift+Tab")
+        presses += 1
+    assert page.evaluate("document.activeElement.dataset.action") == "run", "Run is a few Shift+Tab away"
+
+
+@pytest.mark.parametrize("branch", list(preview.BRANCHES))
+def test_every_figure_has_alt_text_and_the_diagram_a_label(branch, page_and_log, site_urls) -> None:
+    page, _ = page_and_log
+    open_page(page, site_urls[branch] + preview.BRANCHES[branch].lesson.target)
+    page.wait_for_selector(".jp-Mermaid svg", timeout=15_000)
+    missing = page.evaluate("() => [...document.images].filter(i => !i.alt.trim()).map(i => i.src)")
+    assert not missing, missing
+    svg = page.locator(".jp-Mermaid svg").first
+    labelled = svg.evaluate("""s => (s.getAttribute('aria-labelledby') || '').split(' ')
+        .map(id => document.getElementById(id)).filter(Boolean).map(e => e.textContent).join(' ')""")
+    assert "图 11-2" in labelled, labelled
+    assert svg.get_attribute("role")

@@ -7,6 +7,8 @@ folder, so the two renderings share paths.
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -37,12 +39,12 @@ def test_base_config_is_a_website_with_freeze_search_math_and_the_course_css() -
     assert base["profile"]["group"] == [["exercise", "solution"]]
     assert base["website"]["navbar"]["search"] is True
     html = base["format"]["html"]
-    assert html["html-math-method"] == "mathjax"
+    assert html["html-math-method"]["method"] == "mathjax"
     assert (ROOT / html["css"]).is_file()
 
 
 def test_base_config_holds_no_list_a_profile_would_be_merged_into() -> None:
-    allowed = {"profile.group", "project.resources", "filters"}  # the same for both profiles by design
+    allowed = {"profile.group", "project.resources", "filters", "format.html.theme"}  # the same for both profiles
     assert set(lists_in(load("_quarto.yml"))) <= allowed
 
 
@@ -89,3 +91,82 @@ def test_publish_workflow_renders_both_profiles_and_publishes_the_exercise_site(
     assert publish["env"]["QUARTO_PROFILE"] == "exercise"
     solution_copy = next(s for s in steps if "_site/solution" in s.get("run", ""))
     assert "publish_solution" in solution_copy["if"], "the solution site must be published only on request"
+
+
+# ---- the rendered config, as Quarto merges it (profile over base, lists concatenated), per page
+
+def merged(base: dict, over: dict) -> dict:
+    """Quarto's merge of a profile (or page metadata) over the project config: maps merge, lists concatenate."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        elif isinstance(value, list) and isinstance(out.get(key), list):
+            out[key] = out[key] + value
+        else:
+            out[key] = value
+    return out
+
+
+def front_matter(path: Path) -> dict:
+    if path.suffix == ".ipynb":
+        return {}
+    return yaml.safe_load(path.read_text(encoding="utf-8").split("---\n", 2)[1]) or {}
+
+
+def page_config(profile: str, source: str) -> dict:
+    """The html format options one page is rendered with: project, profile, directory metadata, front matter."""
+    config = merged(load("_quarto.yml"), load(f"_quarto-{profile}.yml"))
+    html = config["format"]["html"] | {"lang": config["lang"]}
+    folder = (ROOT / source).parent
+    if (folder / "_metadata.yml").is_file() and folder != ROOT:
+        html = merged(html, yaml.safe_load((folder / "_metadata.yml").read_text(encoding="utf-8"))["format"]["html"])
+    page = front_matter(ROOT / source)
+    return merged(html, {k: v for k, v in page.items() if k in ("html-math-method", "lang")})
+
+
+RENDERED = [(p, s) for p in preview.BRANCHES for s in load(f"_quarto-{p}.yml")["project"]["render"]]
+
+
+@pytest.mark.parametrize(("profile", "source"), RENDERED)
+def test_every_page_loads_the_sites_own_mathjax_and_says_it_is_chinese(profile: str, source: str) -> None:
+    """quarto.org docs/output-formats/html-basics#latex-equations: `html-math-method: {method, url}`."""
+    html = page_config(profile, source)
+    assert html["lang"] == "zh-CN"
+    math = html["html-math-method"]
+    assert math["method"] == "mathjax"
+    assert not re.match(r"(https?:)?//", math["url"]), "MathJax must come from the site itself"
+    # the page lands at the same path under the output folder, where the post-render hook puts MathJax
+    target = os.path.normpath(os.path.join(os.path.dirname(source), math["url"]))
+    assert target == "assets/vendor/mathjax/tex-chtml.js", (source, math["url"])
+
+
+def test_the_theme_fetches_no_web_font_and_uses_the_chinese_font_stack() -> None:
+    """quarto.org docs/output-formats/html-themes: `theme: [cosmo, custom.scss]`, `/*-- scss:defaults --*/`."""
+    theme = load("_quarto.yml")["format"]["html"]["theme"]
+    assert theme[0] == "cosmo" and (ROOT / theme[1]).is_file()
+    scss = (ROOT / theme[1]).read_text(encoding="utf-8")
+    defaults = scss.split("/*-- scss:defaults --*/", 1)[1]
+    assert re.search(r"^\$web-font-path: false;", defaults, re.M)
+    assert '"Noto Sans CJK SC"' in defaults and "$font-family-sans-serif" in defaults
+    assert "@import" not in scss and "url(" not in scss
+
+
+def test_mathjax_options_make_formulas_no_tab_stops_in_both_renderings() -> None:
+    head = (ROOT / load("_quarto.yml")["format"]["html"]["include-in-header"]).read_text(encoding="utf-8")
+    template = (ROOT / "src/coursekit/templates/preview.html.j2").read_text(encoding="utf-8")
+    for text in (head, template):
+        assert re.search(r"menuOptions:\s*\{\s*settings:\s*\{\s*inTabOrder:\s*false", text)
+
+
+def test_figure_resources_are_anchored_at_the_project_root() -> None:
+    """`assets/figs/*.png` also matched `_site/assets/figs/*.png`, copying one site into the other."""
+    assert load("_quarto.yml")["project"]["resources"] == ["/assets/figs/*.png"]
+
+
+def test_post_render_is_the_deno_script_that_calls_coursekit() -> None:
+    """quarto.org docs/projects/scripts: a `.ts` post-render script runs with the Deno embedded in Quarto."""
+    hook = load("_quarto.yml")["project"]["post-render"]
+    script = (ROOT / hook).read_text(encoding="utf-8")
+    assert hook.endswith(".ts")
+    assert '"-m", "coursekit", "site", "--post-render"' in script and "make site" in script

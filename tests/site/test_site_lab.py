@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,19 +52,30 @@ def wait_for_server(url: str, proc: subprocess.Popen, timeout_s: float = 90) -> 
     raise AssertionError(f"jupyter lab did not answer {url} within {timeout_s}s")
 
 
+def printed_url(log: Path, port: int, proc: subprocess.Popen, timeout_s: float = 60) -> str:
+    """The URL JupyterLab prints for the student to open (a token given on the command line shows as "...")."""
+    pattern = re.compile(rf"http://127\.0\.0\.1:{port}/\S*\?token=\S+")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if found := pattern.search(log.read_text(encoding="utf-8", errors="replace")):
+            return found[0]
+        time.sleep(0.5)
+    raise AssertionError(f"jupyter lab printed no URL:\n{log.read_text(encoding='utf-8', errors='replace')[-2000:]}")
+
+
 @contextlib.contextmanager
 def running_lab(project: Path, notebook: Path) -> Iterator[str]:
-    """JupyterLab on 127.0.0.1 over `project`; yields the URL that opens `notebook`."""
+    """JupyterLab as `make lab` starts it for `notebook` (in `project`); yields the URL it prints."""
     token, port = secrets.token_hex(16), free_port()
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(project / ".jupyter"),
-               JUPYTER_RUNTIME_DIR=str(project / ".runtime"), HOME=str(project))
-    cmd = lab.lab_command(project, notebook, port, open_browser=False, token=token)
+    env = lab.lab_environment(project, dict(os.environ, JUPYTER_CONFIG_DIR=str(project / ".jupyter"),
+                                            JUPYTER_RUNTIME_DIR=str(project / ".runtime"), HOME=str(project)))
+    cmd = lab.lab_command(notebook, port, open_browser=False, token=token)
     log = (project / "lab.log").open("w")
     proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_for_server(f"{base}/api/status?token={token}", proc)
-        yield f"{base}/lab/tree/{notebook.relative_to(project).as_posix()}?token={token}"
+        yield printed_url(project / "lab.log", port, proc).replace("token=...", f"token={token}")
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -144,5 +157,34 @@ def test_solution_notebook_opens_cleanly_with_its_outputs(tmp_path, browser, scr
             screenshot(page, "jupyterlab-solution-notebook")
             assert ":::" not in text and "#|" not in text, "Quarto syntax leaked into the notebook"
             assert page.locator(".jp-Dialog").count() == 0, "JupyterLab showed a dialog on opening"
+    finally:
+        context.close()
+
+
+def test_make_lab_opens_the_notebook_serves_only_the_work_folder_and_hides_nbgrader(lab_server, browser,
+                                                                                   screenshot) -> None:
+    url, notebook = lab_server
+    assert "/lab/tree/lesson11_grpo.ipynb?token=" in url, url
+    base = url.split("/lab/", 1)[0]
+    token = url.rsplit("token=", 1)[1]
+    for instructor_page in ("/formgrader", "/create_assignment", "/assignments"):
+        with contextlib.suppress(urllib.error.HTTPError), urllib.request.urlopen(
+                f"{base}{instructor_page}?token={token}", timeout=10) as response:
+            raise AssertionError(f"{instructor_page} answered {response.status}")
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        page.goto(url)
+        page.locator(".jp-CodeCell .cm-line", has_text="var = ______").first.wait_for(timeout=60_000)
+        assert page.locator(".jp-Launcher").count() == 0, "the printed URL opened the Launcher"
+        page.locator(".jp-DirListing-item").first.wait_for(timeout=30_000)
+        listed = page.locator(".jp-DirListing-itemText").all_inner_texts()
+        assert listed == [notebook.name], f"the file browser lists {listed}: only the work folder is served"
+        menus = page.locator(".lm-MenuBar-itemLabel").all_inner_texts()
+        text = page.locator("body").inner_text()
+        screenshot(page, "jupyterlab-student")
+        assert not any("nbgrader" in m.lower() for m in menus), menus
+        assert "Create Assignment" not in text and "Formgrader" not in text
+        assert page.locator("[id*='nbgrader'], [data-id*='nbgrader'], [data-id*='create-assignment']").count() == 0
     finally:
         context.close()

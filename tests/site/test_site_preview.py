@@ -104,11 +104,26 @@ def test_exercise_site_and_search_index_hold_no_answer_text(sites: dict[str, Pat
 
 
 def test_search_index_points_at_sections_of_the_written_pages(sites: dict[str, Path]) -> None:
-    entries = json.loads((sites["solution"] / "search.json").read_text(encoding="utf-8"))
+    entries = json.loads((sites["solution"] / "search.json").read_text(encoding="utf-8"))["sections"]
     pages = {e["href"].split("#")[0] for e in entries}
     assert pages == {"index.html", "solutions/lesson11_grpo.html", preview.DEMO.target}
     sections = {e["section"] for e in entries if e["href"].startswith("solutions/")}
     assert {"Q1", "Q2", "Q3"} <= sections
+
+
+def test_search_index_is_plain_text_with_the_sites_chinese_words(sites: dict[str, Path]) -> None:
+    index = json.loads((sites["exercise"] / "search.json").read_text(encoding="utf-8"))
+    text = " ".join(e["section"] + " " + e["text"] for e in index["sections"])
+    assert not re.search(r"\$|\\(text|frac|hat|sigma|mathbb)\b", text), "raw TeX in the search index"
+    assert "Dr. GRPO" in text and "std" in text and "G" in text.split()
+    assert {"组内", "优势", "方差"} <= set(index["words"])
+    assert all(len(w) == 2 for w in index["words"])
+
+
+def test_formulas_become_their_text() -> None:
+    assert preview.tex_to_text(r"\text{std}(\{r_1, \dots, r_G\})") == "std ( r 1, …, r G )"
+    assert preview.tex_to_text(r"\frac{2}{3} \approx 0.6667") == "2/3 ≈ 0.6667"
+    assert preview.plain_text("看 $G$ 与 $$\\hat{A}_i = x$$ 完") == "看 G 与 完"
 
 
 def test_home_markdown_keeps_one_profile_and_links_html() -> None:
@@ -196,10 +211,21 @@ def test_lab_without_branches_names_the_fix(tmp_path: Path) -> None:
         lab.prepare_workspace(tmp_path)
 
 
-def test_lab_command_binds_localhost_and_opens_the_copy(tmp_path: Path) -> None:
-    cmd = lab.lab_command(tmp_path, tmp_path / "work" / "lesson11_grpo.ipynb", 8899, open_browser=False)
+def test_lab_command_binds_localhost_serves_the_work_folder_and_opens_the_copy(tmp_path: Path) -> None:
+    cmd = lab.lab_command(tmp_path / "work" / "lesson11_grpo.ipynb", 8899, open_browser=False)
     assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--no-browser" in cmd
-    assert cmd[-1] == "work/lesson11_grpo.ipynb"
+    assert f"--ServerApp.root_dir={tmp_path / 'work'}" in cmd
+    assert "--LabApp.default_url=/lab/tree/lesson11_grpo.ipynb" in cmd
+
+
+def test_lab_environment_switches_off_nbgrader_for_students(tmp_path: Path) -> None:
+    env = lab.lab_environment(tmp_path, {"JUPYTER_CONFIG_PATH": "/elsewhere"})
+    first, *rest = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)
+    assert Path(first) == tmp_path / lab.LAB_CONFIG and rest == ["/elsewhere"]
+    server = json.loads((Path(first) / "jupyter_server_config.json").read_text(encoding="utf-8"))
+    assert set(server["ServerApp"]["jpserver_extensions"].values()) == {False}
+    page = json.loads((Path(first) / "labconfig" / "page_config.json").read_text(encoding="utf-8"))
+    assert page == {"disabledExtensions": {"@jupyter/nbgrader": True}}
 
 
 def test_post_render_gives_a_quarto_output_the_runner_files(
@@ -207,14 +233,56 @@ def test_post_render_gives_a_quarto_output_the_runner_files(
 ) -> None:
     """`sites` first: it makes sure the nbgrader release notebook the runner's config reads exists."""
 
-    out = tmp_path / "_site-solution"
+    out = tmp_path / "_site"
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(out))
-    monkeypatch.setenv("QUARTO_PROFILE", "solution")
+    monkeypatch.setenv("QUARTO_PROFILE", "exercise")
     assert main(["site", "--post-render", "--root", str(ROOT)]) == 0
     config = json.loads((out / "assets" / "runner" / runner.CONFIG_NAME).read_text(encoding="utf-8"))
-    assert config["branch"] == "solution"
+    assert config["branch"] == "exercise"
     assert all((out / "assets" / "pyodide" / name).is_file() for name in runner.PYODIDE_FILES)
     assert (out / "assets" / "site" / "site.css").is_file()
+    assert (out / "assets" / "vendor" / "mathjax" / "tex-chtml.js").is_file(), "the pages' html-math-method url"
+    solution = tmp_path / "_site-solution"  # no exercise cell there: no runner, no Pyodide
+    site_cli.post_render(ROOT, {"QUARTO_PROJECT_OUTPUT_DIR": str(solution), "QUARTO_PROFILE": "solution"})
+    assert not (solution / "assets" / "pyodide").exists() and (solution / "assets" / "vendor" / "mathjax").is_dir()
+
+
+QUARTO_HEAD = """<head>
+<script src="../site_libs/quarto-nav/quarto-nav.js"></script>
+  <script src="https://cdnjs.cloudflare.com/polyfill/v3/polyfill.min.js?features=es6"></script>
+  <script src="../assets/vendor/mathjax/tex-chtml.js" type="text/javascript"></script>
+</head><body><a href="https://arxiv.org/html/2402.03300v2">DeepSeekMath</a></body>"""
+
+
+def test_post_render_drops_quartos_polyfill_and_keeps_links(tmp_path: Path, monkeypatch, sites) -> None:
+    page = tmp_path / "_site" / "exercises" / "lesson11_grpo.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(QUARTO_HEAD, encoding="utf-8")
+    site_cli.post_render(ROOT, {"QUARTO_PROJECT_OUTPUT_DIR": str(tmp_path / "_site"), "QUARTO_PROFILE": "exercise"})
+    text = page.read_text(encoding="utf-8")
+    assert "polyfill" not in text and "cdnjs" not in text
+    assert '<script src="../assets/vendor/mathjax/tex-chtml.js"' in text and "https://arxiv.org" in text
+
+
+def test_post_render_fails_on_a_page_that_fetches_from_another_host(tmp_path: Path, sites) -> None:
+    page = tmp_path / "_site" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text('<link href="https://fonts.googleapis.com/css2?family=Source+Sans+Pro" rel="stylesheet">',
+                    encoding="utf-8")
+    with pytest.raises(CourseError, match=r"index\.html: loads https://fonts\.googleapis\.com/\S+ from another host"):
+        site_cli.post_render(ROOT, {"QUARTO_PROJECT_OUTPUT_DIR": str(tmp_path / "_site"), "QUARTO_PROFILE": "exercise"})
+
+
+def test_post_render_in_a_fresh_clone_says_run_make_site_in_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
+    """No release notebook yet (a fresh clone after `make setup`): one line that says what to run."""
+    for name in ("index.qmd", "exercises", "lessons", "assets", "node_modules"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", "_site")
+    monkeypatch.setenv("QUARTO_PROFILE", "exercise")
+    assert main(["site", "--post-render", "--root", str(tmp_path)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "release" in line
+    assert line.endswith("(run `make site`: it builds the branches and the release, then renders)")
 
 
 def test_post_render_rejects_an_unknown_profile(tmp_path: Path) -> None:

@@ -1,8 +1,12 @@
 """`coursekit check NOTEBOOK`: a student's self-check with the lesson's visible checks.
 
 Runs the notebook's own code cells (not its test cells) in a fresh sandboxed kernel, then each
-visible check of the lesson (the seed's asserts, from lessons/lesson11_grpo.qmd), and prints each
-result in plain words. Exits 1 when anything fails — unlike `nbgrader validate`, which exits 0.
+visible check of the lesson (`Lesson.visible_checks`: the seed's asserts, from
+lessons/lesson11_grpo.qmd), each cell with the time limit, and prints each result in plain words.
+A check with `own_run` names passes only if the student's own cells left each name with the value
+the check's visible lines give it (the grader scores it on the student's run); the browser's Check
+(assets/runner/runner-worker.js) applies the same rule. Exits 1 when anything fails — unlike
+`nbgrader validate`, which exits 0.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -19,26 +23,48 @@ from traitlets.config import Config
 from coursekit.errors import CourseError
 from coursekit.grading.ingest import read_notebook
 from coursekit.grading.preprocessors import SandboxExecute
-from coursekit.lesson import BLANK, parse_lesson, visible_test_code
+from coursekit.lesson import BLANK, VisibleCheck, parse_lesson
 
 DEFAULT_LESSON = Path("lessons/lesson11_grpo.qmd")
 MARK = "__coursekit_check__"
+OWN_RUN = "按你自己代码的运行结果计分"
+# One kernel cell per student cell and per check. `own_run` names are read before the check's code
+# runs and compared with what it leaves; KeyboardInterrupt is the kernel's time-limit interrupt.
 HARNESS = '''import json as _ck_json, traceback as _ck_tb
+_ck_missing = object()
+_ck_before = {{_n: globals().get(_n, _ck_missing) for _n in {own_run!r}}}
 try:
     exec(compile({source!r}, {name!r}, "exec"), globals())
     _ck_result = {{"ok": True}}
 except BaseException as _ck_exc:
     _ck_frames = [f.lineno for f in _ck_tb.extract_tb(_ck_exc.__traceback__) if f.filename == {name!r}]
-    _ck_result = {{"ok": False, "error": f"{{type(_ck_exc).__name__}}: {{_ck_exc}}".rstrip(": "),
-                  "line": _ck_frames[-1] if _ck_frames else None}}
+    _ck_error = (f"运行超过 {timeout} 秒，已停止" if isinstance(_ck_exc, KeyboardInterrupt)
+                 else f"{{type(_ck_exc).__name__}}: {{_ck_exc}}".rstrip(": "))
+    _ck_result = {{"ok": False, "error": _ck_error, "line": _ck_frames[-1] if _ck_frames else None}}
+if _ck_result["ok"]:
+    def _ck_same(a, b):
+        try:
+            return bool(a == b)
+        except Exception:
+            return False
+    _ck_absent = [_n for _n, _v in _ck_before.items() if _v is _ck_missing]
+    _ck_wrong = [_n for _n, _v in _ck_before.items() if _v is not _ck_missing and not _ck_same(_v, globals().get(_n))]
+    if _ck_absent:
+        _ck_result = {{"ok": False, "line": None, "error": "你的代码没有算出 " + "、".join(_ck_absent)
+                       + "（在这之前出错或断言失败，没有运行到这些赋值）"}}
+    elif _ck_wrong:
+        _ck_result = {{"ok": False, "line": None, "error": "；".join(
+            f"你的 {{_n}} = {{_ck_before[_n]!r}}，应为 {{globals().get(_n)!r}}" for _n in _ck_wrong)}}
 print({mark!r} + _ck_json.dumps(_ck_result, ensure_ascii=False))'''
 
 
 @dataclass
-class Check:
-    title: str
-    points: str
-    source: str
+class Report:
+    """What `check_notebook` found: the printed lines, each check's verdict, and whether all passed."""
+
+    lines: list[str] = field(default_factory=list)
+    passed: dict[str, bool] = field(default_factory=dict)  # check id -> passed
+    ok: bool = True
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,12 +81,10 @@ def run(args: argparse.Namespace) -> int:
     nb, problem = read_notebook(args.notebook)
     if problem:
         raise CourseError(f"{args.notebook}: {problem}; save the notebook from Jupyter and try again")
-    checks = [Check(t.options.get("title", t.options["test_id"]), t.options["points"],
-                    visible_test_code(t.body)) for t in parse_lesson(args.lesson).tests()]
-    lines, ok = check_notebook(nb, checks, args.timeout)
+    report = check_notebook(nb, parse_lesson(args.lesson).visible_checks(), args.timeout)
     print(f"检查 {args.notebook}（只运行可见检查；隐藏测试和问答题由老师评分）")
-    print("\n".join(lines))
-    return 0 if ok else 1
+    print("\n".join(report.lines))
+    return 0 if report.ok else 1
 
 
 def student_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
@@ -71,41 +95,45 @@ def student_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [c for c in nb.cells if c.cell_type == "code" and c.source.strip() and not is_test(c)]
 
 
-def check_notebook(nb: nbformat.NotebookNode, checks: list[Check], timeout: int) -> tuple[list[str], bool]:
-    """Run the student's cells then one harness cell per check; return (report lines, all passed)."""
+def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeout: int) -> Report:
+    """Run the student's cells then one harness cell per check; return the report."""
     mine = student_cells(nb)
     run_nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
                                                                 "display_name": "Python 3"}})
-    sources = [c.source for c in mine] + [c.source for c in checks]
-    run_nb.cells = [nbformat.v4.new_code_cell(HARNESS.format(source=source, name=f"<cell {k}>", mark=MARK))
-                    for k, source in enumerate(sources)]
+    cells = [(c.source, ()) for c in mine] + [(c.code, c.own_run) for c in checks]
+    run_nb.cells = [nbformat.v4.new_code_cell(HARNESS.format(source=source, name=f"<cell {k}>", mark=MARK,
+                                                             own_run=list(own_run), timeout=timeout))
+                    for k, (source, own_run) in enumerate(cells)]
     config = Config()
     config.SandboxExecute.timeout = timeout
     with tempfile.TemporaryDirectory(prefix="ck-check-") as tmp:
         SandboxExecute(config=config).preprocess(run_nb, {"metadata": {"path": tmp}})
-    lines, ok = [], True
+    report = Report()
     blanks = sum(c.source.count(BLANK) for c in mine)
     if blanks:
-        ok = False
-        lines.append(f"  ✗ 还有 {blanks} 处 {BLANK} 没有填写")
+        report.ok = False
+        report.lines.append(f"  ✗ 还有 {blanks} 处 {BLANK} 没有填写")
+    cells_ok = True
     for number, (cell, ran) in enumerate(zip(mine, run_nb.cells, strict=False), start=1):
         result = _result(ran)
         if not result.get("ok"):
-            ok = False
-            lines.append(f"  ✗ 你的第 {number} 个代码单元{_where(cell.source, result)}出错（{result['error']}）")
-    if ok:
-        lines.append(f"  ✓ 你的 {len(mine)} 个代码单元运行无误")
+            report.ok = cells_ok = False
+            report.lines.append(f"  ✗ 你的第 {number} 个代码单元{_where(cell.source, result)}出错（{result['error']}）")
+    if cells_ok and not blanks:
+        report.lines.append(f"  ✓ 你的 {len(mine)} 个代码单元运行无误")
     for check, ran in zip(checks, run_nb.cells[len(mine):], strict=True):
         result = _result(ran)
-        head = f"{check.title}（{check.points} 分）"
+        head = f"{check.title}（{check.points} 分{'，' + OWN_RUN if check.own_run else ''}）"
+        report.passed[check.id] = bool(result.get("ok"))
         if result.get("ok"):
-            lines.append(f"  ✓ {head}：通过")
+            report.lines.append(f"  ✓ {head}：通过")
         else:
-            ok = False
-            lines.append(f"  ✗ {head}：{_where(check.source, result)}未通过（{result['error']}）")
-    passed = sum(line.startswith("  ✓") for line in lines[-len(checks):])
-    lines.append(f"结果：{passed}/{len(checks)} 项可见检查通过" + ("。" if ok else "；请修改后再运行 make check。"))
-    return lines, ok
+            report.ok = False
+            report.lines.append(f"  ✗ {head}：{_where(check.code, result)}未通过（{result['error']}）")
+    passed = sum(report.passed.values())
+    report.lines.append(f"结果：{passed}/{len(checks)} 项可见检查通过"
+                        + ("。" if report.ok else "；请修改后再运行 make check。"))
+    return report
 
 
 def _where(source: str, result: dict) -> str:
