@@ -23,7 +23,7 @@ SECTIONS: dict[str, str] = {"a": "training", "b": "group_size", "c": "length_bia
 
 def stored(data: dict) -> dict:
     """data as it is stored: floats rounded to 4 digits, NaN as None, through a JSON round trip."""
-    return json.loads(json.dumps(round_floats(data), sort_keys=True))
+    return json.loads(json.dumps(round_floats(data)))
 
 
 def save_section(name: str, data: dict, plot: Callable[[dict], plt.Figure], out_dir: str | Path) -> tuple[dict, Path]:
@@ -33,7 +33,7 @@ def save_section(name: str, data: dict, plot: Callable[[dict], plt.Figure], out_
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     data = stored(data)
-    (out / f"demo_{name}.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    (out / f"demo_{name}.json").write_text(json.dumps(data, indent=1) + "\n")
     return data, save_figure(plot(data), out / f"demo_{name}.png")
 
 

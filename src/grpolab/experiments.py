@@ -11,8 +11,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import multiprocessing
+import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import torch
@@ -110,6 +113,8 @@ def training_run(cfg: GRPOConfig, seeds: Sequence[int], progress: bool = False) 
         "zero_var_step0": _stack(hs, "zero_var_frac")[:, 0].tolist(),
         "expected_all_wrong": ((1 - p0) ** g).mean(axis=1).tolist(),
         "expected_all_right": (p0**g).mean(axis=1).tolist(),
+        "expected_all_wrong_end": ((1 - p1) ** g).mean(axis=1).tolist(),
+        "expected_all_right_end": (p1**g).mean(axis=1).tolist(),
         "stuck_end": (p1 < STUCK_P).sum(axis=1).tolist(),
         "stuck_end_started_stuck": ((p1 < STUCK_P) & (p0 < STUCK_P)).sum(axis=1).tolist(),
         "stuck_start": (p0 < STUCK_P).sum(axis=1).tolist(),
@@ -135,7 +140,8 @@ def group_size_sweep(cfg: GRPOConfig, seeds: Sequence[int], group_sizes: Sequenc
     Per G: measured zero-variance fraction (mean over steps and seeds) against its theory mean_q p_q^G +
     (1 - p_q)^G with p_q the policy's exact success probability; accuracy on the whole prompt set per
     seed at each horizon (default: half-way and the end), with paired comparisons of the best G
-    against the runner-up at each horizon; accuracy curves (seed mean, sd).
+    against the runner-up (and of every G against the next in the ranking) at each horizon; accuracy
+    curves (seed mean, sd).
     """
     seeds = list(seeds)
     horizons = sorted(set(horizons or (cfg.steps // 2, cfg.steps)))
@@ -155,8 +161,9 @@ def group_size_sweep(cfg: GRPOConfig, seeds: Sequence[int], group_sizes: Sequenc
     ranking = {}
     for h in horizons:
         order = sorted(group_sizes, key=lambda g: -float(np.mean(acc_at[g][h])))
-        ranking[str(h)] = {"order": order, "best_minus_second": paired(acc_at[order[0]][h], acc_at[order[1]][h])
-                           if len(order) > 1 else None}
+        adjacent = [paired(acc_at[a][h], acc_at[b][h]) for a, b in zip(order, order[1:], strict=False)]
+        ranking[str(h)] = {"order": order, "adjacent": adjacent,
+                           "best_minus_second": adjacent[0] if adjacent else None}
     return {"budget": budget, "seeds": seeds, "num_prompts": cfg.task.num_prompts, "steps": cfg.steps,
             "horizons": horizons, "table": rows, "ranking": ranking, "curves": curves}
 
@@ -274,6 +281,40 @@ def advantage_comparison(cfg: GRPOConfig, seeds: Sequence[int],
             for b in estimators[i + 1:]:
                 out["pairs"][f"{a}-{b}@{beta:g}"] = paired(final[(beta, a)], final[(beta, b)])
     return out
+
+
+# ---- running the sections -----------------------------------------------------------------------------
+def _timed(threads: int, fn: Callable[..., dict], args: tuple) -> tuple[dict, float, float]:
+    """fn(*args) with its wall and process-CPU seconds; in a worker process, with `threads` torch threads."""
+    if threads:
+        torch.set_num_threads(threads)
+    t, c = time.perf_counter(), time.process_time()
+    out = fn(*args)
+    return out, time.perf_counter() - t, time.process_time() - c
+
+
+def start_jobs(jobs: dict[str, tuple[Callable[..., dict], tuple]], workers: int = 1,
+               threads: int = 1) -> tuple[dict[str, Callable[[], tuple[dict, float, float]]], Callable[[], None]]:
+    """Start the demo's sections. Returns (name -> wait(), close()): wait() gives (result, wall_s, cpu_s).
+
+    workers > 1: the jobs run in that many spawned worker processes (``threads`` torch threads each,
+    1 by default: on this tiny model one thread per process is fastest), started in the order given,
+    so list the longest first. Each job is deterministic on its own, so the results do not depend on
+    the number of workers. workers = 1: each job runs in this process when its result is asked for.
+    """
+    if workers <= 1:
+        cache: dict[str, tuple[dict, float, float]] = {}
+
+        def lazy(name: str) -> Callable[[], tuple[dict, float, float]]:
+            def wait() -> tuple[dict, float, float]:
+                if name not in cache:
+                    cache[name] = _timed(threads, *jobs[name])
+                return cache[name]
+            return wait
+        return {name: lazy(name) for name in jobs}, lambda: None
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    futures = {name: pool.submit(_timed, threads, fn, args) for name, (fn, args) in jobs.items()}
+    return {name: fut.result for name, fut in futures.items()}, pool.shutdown
 
 
 # ---- the demo's configurations --------------------------------------------------------------------

@@ -334,10 +334,12 @@ def step_metrics(cfg: GRPOConfig, rollout: Rollout, p_all: torch.Tensor, kl_toke
     return {k: v.float() for k, v in row.items()}
 
 
-def format_log(row: dict[str, float]) -> str:
-    """One log line (LOG_FORMAT); step 0 makes no update, so its clip fraction prints as '-'."""
-    clip = "-" if math.isnan(row["clip_frac"]) else f"{row['clip_frac']:.3f}"
-    return LOG_FORMAT.format(clip=clip, **{k: v for k, v in row.items() if k != "clip"})
+def format_log(row: dict[str, float | None]) -> str:
+    """One log line (LOG_FORMAT) from one step's metrics, live (NaN) or stored (None for NaN). Step 0
+    makes no update, so its clip fraction prints as '-'."""
+    vals = {k: float("nan") if v is None else v for k, v in row.items()}
+    clip = "-" if math.isnan(vals["clip_frac"]) else f"{vals['clip_frac']:.3f}"
+    return LOG_FORMAT.format(clip=clip, **{k: v for k, v in vals.items() if k != "clip"})
 
 
 # ---- the loop --------------------------------------------------------------------------------------
