@@ -100,7 +100,7 @@ def section_a(run: dict) -> str:
         f"（{s} 个种子全对 {_range(ps['expected_all_right_end'], '.0%')}）。全程实测减理论 "
         f"$\\overline{{p_q^G+(1-p_q)^G}}$ 平均 {ps['zero_var_gap_mean'][0]:+.3f}"
         f"（{s} 个种子{_range(ps['zero_var_gap_mean'], '+.3f')}）。",
-        f"- **始终全错的 prompt**：训练结束时 {ps['stuck_end'][0]} / {num_prompts} 个 prompt 的成功概率仍低于 "
+        f"- **先验很差的 prompt**：训练结束时 {ps['stuck_end'][0]} / {num_prompts} 个 prompt 的成功概率仍低于 "
         f"{stuck_p}，其中 {ps['stuck_end_started_stuck'][0]} 个开始时就低于它（开始时共 {ps['stuck_start'][0]} 个；"
         f"{s} 个种子结束时 {_range(ps['stuck_end'], 'd')} 个）。p_q < {stuck_p} 时一组 {g} 个回答全错的概率至少 "
         f"{_pct((1 - stuck_p) ** g)}：先验很差的 prompt 很少采到正确回答，组多数时候“全错”，优势为 0，"
@@ -274,6 +274,11 @@ def e_conclusion(data: dict) -> str:
             "本任务里看不出 std 除法对最终准确率的作用，也就谈不上“1/σ 放大难题组所以 GRPO 更快”。")
 
 
+def mostly(all_wrong: float, all_right: float) -> str:
+    """Which kind of zero-variance group dominates, from the expected all-wrong / all-right fractions."""
+    return "多为全错" if all_wrong > all_right else "多为全对"
+
+
 # ---- the closing section -----------------------------------------------------------------------------
 def summary(run: dict, sweep_b: dict, sweep_c: dict, data_d: dict, data_e: dict) -> str:
     """The closing section's body (its heading and the SUMMARY_ANCHOR are the markdown cell above it):
@@ -290,7 +295,9 @@ def summary(run: dict, sweep_b: dict, sweep_c: dict, data_d: dict, data_e: dict)
         "",
         f"- **(a) GRPO 的工作机制（Q1）**：准确率 {h['acc'][0]:.2f} → {h['acc'][n]:.2f}（{n} 步；"
         f"{len(run['seeds'])} 个种子 {_pm(sm['final_acc'])}）。组内相对优势只在有对有错的组里非零：第 0 步零方差组占 "
-        f"{h['zero_var_frac'][0]:.2f}（多为全错），第 {n} 步占 {h['zero_var_frac'][n]:.2f}（多为全对）；"
+        f"{h['zero_var_frac'][0]:.2f}（{mostly(ps['expected_all_wrong'][0], ps['expected_all_right'][0])}），"
+        f"第 {n} 步占 {h['zero_var_frac'][n]:.2f}"
+        f"（{mostly(ps['expected_all_wrong_end'][0], ps['expected_all_right_end'][0])}）；"
         f"{ps['stuck_end'][0]} 个先验很差的 prompt 到最后成功概率仍低于 {run['prompts']['stuck_p']}，"
         "几乎拿不到信号（课文“零方差分支”）。KL 项把策略拉向参考策略：每 token k3 中位数 "
         f"{ps['kl_median'][0]:.2f}，每个答案 token {ps['kl_answer'][0]:.2f}、草稿 token {ps['kl_scratch'][0]:.2f}。",

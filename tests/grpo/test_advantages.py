@@ -100,12 +100,11 @@ def exact_z_scores(group: list[float]) -> list[float]:
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.floats(-1e7, 1e7), st.lists(st.floats(0, 1), min_size=2, max_size=16).filter(lambda xs: max(xs) > min(xs)))
+@given(st.floats(-1e7, 1e7),
+       st.lists(st.floats(0, 1), min_size=2, max_size=16).filter(lambda xs: max(xs) - min(xs) > 0.1))
 def test_shifted_variance_keeps_its_digits_at_large_offsets(offset, noise):
     """1e6-scale rewards that differ by ~1e-6: the library stays exact, the textbook formula does not."""
-    group = [offset + 1e-6 * x for x in noise]
-    if len(set(group)) < 2:  # the noise vanished in rounding: a constant group
-        return
+    group = [offset + 1e-6 * x for x in noise]  # spread >= 1e-7 stays above the guard's eps = 1e-8
     got = compute_advantages(torch.tensor([group], dtype=torch.float64), "grpo")[0].tolist()
     assert got == pytest.approx(exact_z_scores(group), abs=1e-9)
 
