@@ -1,5 +1,6 @@
 """Advantage estimators: vectorised (B, G) versions against the lesson's pure-Python reference."""
 import math
+from fractions import Fraction
 
 import pytest
 import torch
@@ -88,3 +89,39 @@ def test_unknown_estimator_lists_valid_names():
 def test_dynamic_sampling_keeps_only_mixed_groups():
     r = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
     assert keep_informative_groups(r).tolist() == [False, True, False]
+
+
+def exact_z_scores(group: list[float]) -> list[float]:
+    """z-scores of the given float64 values in exact rational arithmetic (only the final sqrt rounds)."""
+    values = [Fraction(x) for x in group]
+    mean = sum(values) / len(values)
+    std = Fraction(math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)))
+    return [float((v - mean) / std) for v in values]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(-1e7, 1e7),
+       st.lists(st.floats(0, 1), min_size=2, max_size=16).filter(lambda xs: max(xs) - min(xs) > 0.1))
+def test_shifted_variance_keeps_its_digits_at_large_offsets(offset, noise):
+    """1e6-scale rewards that differ by ~1e-6: the library stays exact, the textbook formula does not."""
+    group = [offset + 1e-6 * x for x in noise]  # spread >= 1e-7 stays above the guard's eps = 1e-8
+    got = compute_advantages(torch.tensor([group], dtype=torch.float64), "grpo")[0].tolist()
+    assert got == pytest.approx(exact_z_scores(group), abs=1e-9)
+
+
+def test_textbook_two_pass_formula_loses_digits_where_the_shifted_one_does_not():
+    group = [1e6 + 1e-6 * x for x in (0.1, 0.7, 0.2, 0.9, 0.4, 0.3, 0.8, 0.5)]
+    exact = exact_z_scores(group)
+    textbook = group_advantages_reference(group)  # the lesson's exercise: mean first, then r - mean
+    shifted = compute_advantages(torch.tensor([group], dtype=torch.float64), "grpo")[0].tolist()
+    assert max(abs(a - b) for a, b in zip(textbook, exact, strict=True)) > 1e-6
+    assert max(abs(a - b) for a, b in zip(shifted, exact, strict=True)) < 1e-12
+
+
+def test_estimators_accept_leading_member_dims():
+    r = torch.rand(3, 4, 8, generator=torch.Generator().manual_seed(0)).round()
+    for name in ADVANTAGE_ESTIMATORS:
+        stacked = compute_advantages(r, name)
+        for s in range(3):
+            assert torch.equal(stacked[s], compute_advantages(r[s], name)), name
+    assert group_std(r).shape == (3, 4) and keep_informative_groups(r).shape == (3, 4)

@@ -7,6 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpolab.losses import (
+    GSPO_EPS_HIGH,
+    GSPO_EPS_LOW,
     LOSS_AGGREGATIONS,
     aggregate_loss,
     clipped_surrogate,
@@ -114,3 +116,64 @@ def test_k3_is_unbiased_for_kl_under_sampling_from_pi():
     x = torch.multinomial(pi, 200_000, replacement=True, generator=gen)
     mc = k3_kl(pi.log()[x], ref.log()[x])
     assert float(mc.mean()) == pytest.approx(exact, abs=4 * float(mc.std()) / math.sqrt(len(x)))
+
+
+def test_k3_as_a_loss_follows_the_reverse_kl_gradient():
+    """E_{x~pi}[grad k3(x)] = grad KL(pi_ref || pi), not grad KL(pi || pi_ref): k3's value estimates one
+    divergence, its gradient (at fixed samples, as GRPO uses it) the other (exact, over all outcomes)."""
+    gen = torch.Generator().manual_seed(1)
+    logits = torch.randn(6, generator=gen, dtype=torch.float64, requires_grad=True)
+    ref = torch.log_softmax(torch.randn(6, generator=gen, dtype=torch.float64), 0)
+
+    def grad_of(f):
+        (g,) = torch.autograd.grad(f(), logits)
+        return g
+
+    def logp():
+        return torch.log_softmax(logits, 0)
+
+    pi = torch.softmax(logits, 0).detach()
+    k3_grad = grad_of(lambda: (pi * k3_kl(logp(), ref)).sum())  # expectation weights held fixed
+    reverse = grad_of(lambda: (ref.exp() * (ref - logp())).sum())  # KL(pi_ref || pi)
+    forward = grad_of(lambda: (torch.softmax(logits, 0) * (logp() - ref)).sum())  # KL(pi || pi_ref)
+    assert torch.allclose(k3_grad, reverse, atol=1e-12)
+    assert not torch.allclose(k3_grad, forward, atol=1e-3)
+
+
+def test_log_ratios_are_clamped_before_exp():
+    lr = torch.tensor([[1000.0, -1000.0, 0.1]], requires_grad=True)
+    loss, _ = clipped_surrogate(lr, torch.tensor([-1.0]), 0.2, 0.28)
+    loss.sum().backward()
+    assert bool(torch.isfinite(loss).all()) and bool(torch.isfinite(lr.grad).all())
+    assert lr.grad[0, 0] == 0.0 and lr.grad[0, 2] != 0.0, "beyond the clamp no gradient, inside unchanged"
+    kl = k3_kl(torch.tensor([-200.0, 0.0]), torch.tensor([0.0, -200.0]))
+    assert bool(torch.isfinite(kl).all())
+
+
+def test_aggregations_keep_leading_dims_and_skip_empty_responses():
+    gen = torch.Generator().manual_seed(0)
+    loss = torch.randn(3, 4, 6, generator=gen, dtype=torch.float64)
+    mask = torch.rand(3, 4, 6, generator=gen) < 0.7
+    mask[..., 0] = True
+    for mode in LOSS_AGGREGATIONS:
+        stacked = aggregate_loss(loss, mask, mode, max_len=6)
+        assert stacked.shape == (3,)
+        for s in range(3):
+            assert float(stacked[s]) == pytest.approx(float(aggregate_loss(loss[s], mask[s], mode, 6)), abs=1e-12)
+        # a response with no valid token (a dropped group) changes nothing
+        padded_mask = torch.cat([mask[0], torch.zeros(1, 6, dtype=torch.bool)])
+        padded_loss = torch.cat([loss[0], torch.full((1, 6), float("nan"), dtype=torch.float64)])
+        assert float(aggregate_loss(padded_loss, padded_mask, mode, 6)) == pytest.approx(float(stacked[0]), abs=1e-12)
+
+
+def test_gspo_uses_its_papers_clip_range():
+    from grpolab.train import GRPOConfig
+
+    assert (GSPO_EPS_LOW, GSPO_EPS_HIGH) == (3e-4, 4e-4)
+    cfg = GRPOConfig()
+    assert (cfg.seq_eps_low, cfg.seq_eps_high) == (3e-4, 4e-4) and (cfg.eps_low, cfg.eps_high) == (0.2, 0.28)
+    # a sequence ratio 1.001 is clipped by GSPO's range, never by the token range
+    lr, adv = torch.tensor([math.log(1.001)]), torch.tensor([1.0])
+    _, clipped_seq = clipped_surrogate(lr, adv, GSPO_EPS_LOW, GSPO_EPS_HIGH)
+    _, clipped_tok = clipped_surrogate(lr, adv, 0.2, 0.28)
+    assert bool(clipped_seq[0]) and not bool(clipped_tok[0])
