@@ -32,10 +32,11 @@ VETO = "veto"
 
 # Student code that could tamper with the grading kernel or reach outside it rather than solve the
 # exercise. Names only: flags for review, never security (that is the sandbox's job).
-SUSPICIOUS = re.compile(r"\b(get_ipython|set_custom_exc|excepthook|__builtins__|builtins|setrlimit|"
+SUSPICIOUS = re.compile(r"\b(?:get_ipython|set_custom_exc|excepthook|__builtins__|builtins|setrlimit|"
                         r"ctypes|sys\.modules|settrace|setprofile|atexit|__import__|importlib|"
                         r"input_transformers\w*|ast_transformers|currentframe|_getframe|f_back|f_globals|"
-                        r"subprocess|socket|os\.system|os\.fork|sqlite3|environ)\b")
+                        r"subprocess|socket|os\.system|os\.fork|sqlite3|environ|sys\.executable|readlink)\b"
+                        r"|/proc/")
 MAX_DETAILS = 8
 EXPECTED_ERRORS = ("AssertionError",)  # a failed check is a score, not an error
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")

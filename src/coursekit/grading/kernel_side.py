@@ -175,14 +175,21 @@ def _record(kind: str, detail) -> None:
 
 
 def _outside(path) -> str | None:
-    """The absolute path when it is outside the paths the sandbox gives Python, else None."""
+    """The absolute path when it is outside the paths the sandbox gives Python, or inside them but
+    in a folder that does not exist here (a guess at the grader's files); else None."""
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     if not isinstance(path, str):
         return None  # a file descriptor
     full = os.path.normpath(os.path.join(os.getcwd(), path))
-    allowed = _state["allowed"]
-    return None if any(full == p or full.startswith(p.rstrip("/") + "/") for p in allowed) else full
+    if full.startswith(_state["cell_prefix"]):
+        return None  # ipykernel's own files of the cells' code
+    if not any(full == p or full.startswith(p.rstrip("/") + "/") for p in _state["allowed"]):
+        return full
+    folder = os.path.dirname(full)
+    while any(c in folder for c in "*?["):  # a glob pattern: its fixed part
+        folder = os.path.dirname(folder)
+    return None if os.path.isdir(folder) else full
 
 
 def _is_cell(frame) -> bool:

@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import time
 
@@ -111,11 +112,12 @@ class SandboxExecute(Execute):
     def preprocess(self, nb, resources=None, km=None):
         self.extra_arguments = [arg for arg in self.extra_arguments if "IPKernelApp" not in arg] + [
             f"--IPKernelApp.exec_lines={[ARM_LINE]!r}",
-            "--IPKernelApp.log_level=ERROR"]  # not the kernel's connection notes on every start
+            "--IPKernelApp.log_level=CRITICAL"]  # not the kernel's connection notes on every start
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: tuple[str, str] | None = None
         self._pending: list[tuple[NotebookNode, dict]] = []
         self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
+        self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self.findings: dict[str, list] = {}
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
@@ -177,7 +179,8 @@ class SandboxExecute(Execute):
             elif stopped == KERNEL_DIED:
                 failure = trusted.Failure(KERNEL_DIED, "内核在运行这个单元格时退出（os._exit、崩溃或内存超限）")
             elif time.monotonic() > self._deadline:
-                failure = trusted.Failure(TIMED_OUT, f"没有运行：达到整本笔记本的时间上限（{self.notebook_timeout} 秒）")
+                failure = trusted.Failure(TIMED_OUT, "没有运行：达到整本笔记本的时间上限"
+                                          f"（{self.notebook_timeout} 秒）")
             else:
                 title = cell.metadata.get("nbgrader", {}).get("grade_id", "test")
                 failure = trusted.run_test_cell(cell.source, title, snapshot, self, options)
@@ -187,7 +190,9 @@ class SandboxExecute(Execute):
     def call(self, ref: int, payload: str) -> dict:
         """trusted.Kernel: one call of a student's function, with the cell timeout."""
         limit = min(self.timeout, max(1.0, self._deadline - time.monotonic()))
-        return self.ask(f"__import__('sys').modules['_coursekit_kernel'].call({int(ref)}, {payload!r})", limit)
+        reply = self.ask(f"{KERNEL}.call({int(ref)}, {payload!r})", limit)
+        _own_classes(reply.get("value") if isinstance(reply, dict) else None, self._own_classes)
+        return reply
 
     def ask(self, expression: str, timeout: float | None = None) -> dict:
         """Evaluate a kernel_side expression in a silent request; return its decoded JSON reply."""
@@ -241,6 +246,9 @@ class SandboxExecute(Execute):
                 patched += [str(name) for name in report.get("patched", [])[:20]]
             except (trusted.GraderAbort, AttributeError, TypeError, ValueError):
                 patched.append("the grader's helpers in the kernel")
+        patched += [f"returned its own {name}" for name in sorted(self._own_classes)]
+        if any(has_active_content(cell) for cell in self.nb.cells):
+            patched.append("active content in outputs or text (removed)")
         if manager.sandboxed and manager.has_kernel:
             left = len(manager.sandbox_processes()) - started
             if left > 0:
@@ -262,6 +270,20 @@ class SandboxExecute(Execute):
         if survivors:
             self.findings.setdefault("sandbox_violation", []).append(
                 f"processes outlived the sandbox: {len(survivors)}, killed")
+
+
+def _own_classes(value, found: set[str], depth: int = 0) -> None:
+    """Names of subclasses defined in the student's notebook (`__main__`) inside a call's result."""
+    if depth > 40:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _own_classes(item, found, depth + 1)
+    elif isinstance(value, dict):
+        if value.get("$") == "sub" and str(value.get("type", "")).startswith("__main__."):
+            found.add(f"{value.get('base')} subclass {str(value['type'])[9:49]}")
+        for item in value.values():
+            _own_classes(item, found, depth + 1)
 
 
 def _as_stdout(output: NotebookNode) -> NotebookNode:
@@ -344,6 +366,25 @@ class HideHiddenTests(NbGraderPreprocessor):
         return cell, resources
 
 
+def _instructors(cell: NotebookNode) -> bool:
+    """A locked, non-solution cell with a grade id: nbgrader restored its source from the gradebook."""
+    info = cell.metadata.get("nbgrader", {})
+    return bool(info.get("grade_id") and info.get("locked") and not info.get("solution"))
+
+
+def has_active_content(cell: NotebookNode) -> bool:
+    """Scripts, event handlers, javascript: links or frames in student text or outputs."""
+    if cell.cell_type in ("markdown", "raw"):
+        return not _instructors(cell) and bool(ACTIVE.search(cell.source))
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if any(mime not in SAFE_MIME | SANITIZED_MIME for mime in data):
+            return True
+        if any(ACTIVE.search(v if isinstance(v, str) else "".join(v)) for m, v in data.items() if m in SANITIZED_MIME):
+            return True
+    return False
+
+
 class SanitizeStudentContent(NbGraderPreprocessor):
     """Nothing a student wrote or printed can run in the instructor's (or a student's) browser.
 
@@ -359,9 +400,7 @@ class SanitizeStudentContent(NbGraderPreprocessor):
         return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell, resources, cell_index):
-        info = cell.metadata.get("nbgrader", {})
-        instructors = info.get("grade_id") and info.get("locked") and not info.get("solution")
-        if cell.cell_type in ("markdown", "raw") and not instructors:
+        if cell.cell_type in ("markdown", "raw") and not _instructors(cell):
             cell.source = clean_html(cell.source)
         elif cell.cell_type == "code":
             cell.outputs = [sanitize_output(o) for o in cell.outputs]
@@ -376,6 +415,7 @@ SAFE_ATTRIBUTES = {"*": ["class", "title"], "a": ["href"], "td": ["colspan", "ro
                    "th": ["colspan", "rowspan", "align"]}
 SAFE_MIME = {"text/plain", "image/png", "image/jpeg", "image/gif"}
 SANITIZED_MIME = {"text/html", "text/markdown"}
+ACTIVE = re.compile(r"<\s*(script|iframe|object|embed)\b|\bon[a-z]+\s*=|javascript:", re.I)
 
 
 def clean_html(text: str) -> str:

@@ -214,6 +214,11 @@ class SandboxKernelManager(AsyncKernelManager):
             return inner
         return bwrap_command(self.limits, self.socket_dir, uid) + inner
 
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        # Student code writing to the process's own stdout/stderr (os.write) reaches no terminal.
+        kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+
     def sandbox_processes(self) -> list[int]:
         """Processes now in this kernel's sandbox (bwrap's init and the kernel included)."""
         process = getattr(self.provisioner, "process", None)

@@ -243,7 +243,8 @@ def hidden_lines(source: str) -> set[int]:
     return lines
 
 
-def run_test_cell(source: str, title: str, snapshot: dict, kernel: Kernel, options: dict | None = None) -> Failure | None:
+def run_test_cell(source: str, title: str, snapshot: dict, kernel: Kernel,
+                  options: dict | None = None) -> Failure | None:
     """Run a test cell's whole source here; None if it passed, else the failure to show."""
     namespace = {"__name__": "__main__", "__builtins__": builtins, **student_names(source, snapshot, kernel),
                  **(options or {})}
