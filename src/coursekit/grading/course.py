@@ -105,7 +105,6 @@ def run_converter(course: Course, converter: type, student_id: str = "*", config
         warnings.simplefilter("ignore")  # nbgrader's SQLAlchemy warnings are about its own sessions
         result = capture_log(app)
     if not result["success"]:
-        open("/tmp/h9exp/fail.log", "a").write((result.get("error") or "") + (result.get("log") or "") + "\n=====\n")
         detail = (result.get("error") or result.get("log") or "").strip().splitlines()[-3:]
         raise CourseError(f"{course.root}: nbgrader {converter.__name__} failed for "
                           f"'{student_id}': " + " | ".join(detail))
