@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import os
 import queue
@@ -401,7 +402,7 @@ class SanitizeStudentContent(NbGraderPreprocessor):
 
     def preprocess_cell(self, cell, resources, cell_index):
         if cell.cell_type in ("markdown", "raw") and not _instructors(cell):
-            cell.source = clean_html(cell.source)
+            cell.source = clean_markdown(cell.source)
         elif cell.cell_type == "code":
             cell.outputs = [sanitize_output(o) for o in cell.outputs]
         return cell, resources
@@ -413,6 +414,7 @@ SAFE_TAGS = {"a", "abbr", "acronym", "b", "blockquote", "br", "code", "dd", "del
              "tt", "u", "ul", "var"}
 SAFE_ATTRIBUTES = {"*": ["class", "title"], "a": ["href"], "td": ["colspan", "rowspan", "align"],
                    "th": ["colspan", "rowspan", "align"]}
+SAFE_SCHEMES = {"http", "https", "mailto"}
 SAFE_MIME = {"text/plain", "image/png", "image/jpeg", "image/gif"}
 SANITIZED_MIME = {"text/html", "text/markdown"}
 ACTIVE = re.compile(r"<\s*(script|iframe|object|embed)\b|\bon[a-z]+\s*=|javascript:", re.I)
@@ -420,8 +422,22 @@ ACTIVE = re.compile(r"<\s*(script|iframe|object|embed)\b|\bon[a-z]+\s*=|javascri
 
 def clean_html(text: str) -> str:
     """Escape every tag and attribute outside a small safe list (links: http, https, mailto only)."""
-    return bleach.clean(text, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, protocols={"http", "https", "mailto"},
+    return bleach.clean(text, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, protocols=SAFE_SCHEMES,
                         strip=False, strip_comments=True)
+
+
+def clean_markdown(text: str) -> str:
+    """clean_html, and Markdown links and link definitions whose target is not http(s), mailto or
+    a relative path are broken (`](` becomes `]\\(`), so `[x](javascript:...)` renders as text."""
+    def guard(match: re.Match) -> str:
+        target = re.sub(r"[\x00-\x20<>]", "", html.unescape(match.group(2))).lower()
+        scheme = re.match(r"[a-z][a-z0-9+.-]*:", target)
+        if scheme and scheme.group(0)[:-1] not in SAFE_SCHEMES:
+            return match.group(1) + "\\" + match.group(0)[len(match.group(1)):]
+        return match.group(0)
+    text = clean_html(text)
+    text = re.sub(r"(\])\(\s*([^)\s]*)", guard, text)
+    return re.sub(r"(?m)^( {0,3}\[[^\]]+\]):\s*(\S*)", guard, text)
 
 
 def sanitize_output(output: NotebookNode) -> NotebookNode:
