@@ -22,8 +22,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from bs4 import BeautifulSoup
 from attack_kinds import ATTACKS, HONEST, MARKER, SECRET_NAME, Target, write_attack_class
+from bs4 import BeautifulSoup
 from conftest import make_course
 from nbgrader.api import Gradebook
 from test_grading_commands import free_port
