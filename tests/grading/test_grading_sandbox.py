@@ -21,7 +21,7 @@ from coursekit.grading.preprocessors import ARM_LINE, REPORT, clean_markdown, sa
 from coursekit.grading.sandbox import HOME, Limits, SandboxKernelManager, unavailable_reason
 
 PROBE = r'''
-import json, os, resource, socket
+import json, os, resource, socket, sys
 def tries(f):
     try:
         f()
@@ -33,6 +33,8 @@ print("SEEN" + json.dumps({
     "repo": sorted(os.listdir(REPO)) if os.path.isdir(REPO) else [], "usr_bin": os.path.exists("/usr/bin"), "pid": os.getpid(),
     "write_home": tries(lambda: open("x", "w").write("x")),
     "write_venv": tries(lambda: open(os.path.join(os.path.dirname(os.__file__), "x"), "w")),
+    "write_connection": tries(lambda: open(sys.argv[sys.argv.index("-f") + 1], "a")),
+    "plant_next_to_it": tries(lambda: open(os.path.dirname(sys.argv[sys.argv.index("-f") + 1]) + "/x", "w")),
     "net": sorted(os.listdir("/sys/class/net")) if os.path.exists("/sys/class/net") else [],
     "tcp": tries(lambda: socket.create_connection(("127.0.0.1", 22), timeout=1)),
     "limits": {n: resource.getrlimit(getattr(resource, n))[0] for n in ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
@@ -81,6 +83,7 @@ def test_the_kernel_sees_python_and_its_scratch_folder_only(inside):
                                  "opt"}
     assert set(seen["repo"]) <= {".venv"} and not seen["usr_bin"]  # the repository shows its venv only
     assert seen["cwd"] == HOME and seen["write_home"] == "ok" and seen["write_venv"] == "OSError"
+    assert seen["write_connection"] == seen["plant_next_to_it"] == "OSError"  # no host path is writable
 
 
 def test_the_kernel_has_no_network_and_a_scrubbed_environment(inside):

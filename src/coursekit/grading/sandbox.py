@@ -8,8 +8,9 @@ The kernel runs as `bwrap ... -- python -I -c <kernel_side.py> CONFIG -f CONNECT
 - its own PID, network (loopback only), IPC and UTS namespaces; `--die-with-parent` and the PID
   namespace end every process of the submission with its kernel;
 - a scrubbed environment, and the limits of `Limits` (applied by kernel_side.main()).
-The grader reaches the kernel over unix sockets in a private folder bound into the sandbox
-(jupyter's `ipc` transport), the only host path the sandbox can write.
+The grader reaches the kernel over unix sockets (jupyter's `ipc` transport) that the kernel
+creates in its own /tmp; the grader connects to them through /proc/<pid>/root. The connection
+file is bound read-only, so the sandbox can write no host path at all.
 
 Run as root, bwrap creates no user namespace (it would map the sandbox to root, whom the process
 limit does not bind); the kernel drops to a uid of its own instead, so RLIMIT_NPROC counts that
@@ -18,6 +19,7 @@ sandbox only. Run as another user, bwrap's user namespace does the same (Linux >
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -33,6 +35,7 @@ from jupyter_client.manager import AsyncKernelManager
 from coursekit.grading import kernel_side
 
 HOME = "/home/student"
+INSIDE_SOCKETS = "/tmp/ck-kernel"  # the kernel's unix sockets: /tmp/ck-kernel-1 ... -5 in the sandbox
 KERNEL_SIDE = Path(kernel_side.__file__).read_text(encoding="utf-8")
 SANDBOX_UID_BASE = 1_000_000  # root only: sandbox uid = base + the grading worker's pid
 FIX = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
@@ -109,7 +112,7 @@ def bwrap_command(limits: Limits, socket_dir: str, uid: int | None) -> list[str]
     args += ["--proc", "/proc", "--dev", "/dev",
              "--perms", "1777", "--size", str(limits.tmp), "--tmpfs", "/tmp"]
     args += _mkdirs(HOME, made) + ["--perms", "1777", "--size", str(limits.scratch), "--tmpfs", HOME]
-    args += _mkdirs(socket_dir, made) + ["--bind", socket_dir, socket_dir, "--chdir", HOME]
+    args += _mkdirs(socket_dir, made) + ["--ro-bind", socket_dir, socket_dir, "--chdir", HOME]
     env = {"HOME": HOME, "USER": "student", "PATH": os.path.join(sys.prefix, "bin"), "LANG": "C.UTF-8",
            "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "agg",
            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -142,8 +145,7 @@ def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str |
     limits = limits or Limits()
     with tempfile.TemporaryDirectory(prefix="ck-probe-") as socket_dir:
         uid = sandbox_uid()
-        if uid is not None:
-            os.chown(socket_dir, uid, uid)
+        os.chmod(socket_dir, 0o711)
         command = bwrap_command(limits, socket_dir, uid) + kernel_command(limits, True, uid, probe=True)
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
@@ -184,8 +186,9 @@ def processes_in(namespace: str) -> list[int]:
 
 
 class SandboxKernelManager(AsyncKernelManager):
-    """A kernel started by kernel_side.py, in a bwrap sandbox unless `sandboxed` is False,
-    reached over unix sockets in a private folder."""
+    """A kernel started by kernel_side.py, in a bwrap sandbox unless `sandboxed` is False, reached
+    over unix sockets: in the sandbox's /tmp (through /proc/<pid>/root), or without a sandbox in a
+    private folder."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -193,7 +196,6 @@ class SandboxKernelManager(AsyncKernelManager):
         self.sandboxed = True
         self.socket_dir = tempfile.mkdtemp(prefix="ck-")  # short: unix socket paths are limited to 107 bytes
         self.transport = "ipc"
-        self.ip = os.path.join(self.socket_dir, "k")
         self.connection_file = os.path.join(self.socket_dir, "kernel.json")
         self.namespace: str | None = None
         self._spec = KernelSpec(argv=[], display_name="Python 3 (coursekit sandbox)", language="python",
@@ -203,11 +205,19 @@ class SandboxKernelManager(AsyncKernelManager):
     def kernel_spec(self) -> KernelSpec:
         return self._spec
 
+    async def _async_pre_start_kernel(self, **kw):
+        if self.sandboxed:  # the kernel's view; ports are just suffixes of the socket files
+            self.ip = INSIDE_SOCKETS
+            self.shell_port, self.iopub_port, self.stdin_port, self.hb_port, self.control_port = range(1, 6)
+        else:
+            self.ip = os.path.join(self.socket_dir, "k")
+        return await super()._async_pre_start_kernel(**kw)
+
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         uid = sandbox_uid() if self.sandboxed else None
-        if uid is not None:  # the kernel must create its sockets here and read the connection file
-            for path in (self.socket_dir, self.connection_file):
-                os.chown(path, uid, uid)
+        if uid is not None:  # the kernel, as its own uid, reads the connection file (bound read-only)
+            os.chmod(self.socket_dir, 0o711)
+            os.chown(self.connection_file, uid, uid)
         inner = kernel_command(self.limits, self.sandboxed, uid) + ["-f", self.connection_file,
                                                                     *(extra_arguments or [])]
         if not self.sandboxed:
@@ -218,15 +228,25 @@ class SandboxKernelManager(AsyncKernelManager):
         # Student code writing to the process's own stdout/stderr (os.write) reaches no terminal.
         kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         await super()._async_launch_kernel(kernel_cmd, **kw)
+        if self.sandboxed:  # from now on this side connects through the sandbox's root
+            self.ip = f"/proc/{await self._sandbox_init()}/root{INSIDE_SOCKETS}"
+
+    async def _sandbox_init(self) -> int:
+        """Host pid of bwrap's init in the sandbox (its root is the sandbox's root)."""
+        process = self.provisioner.process
+        own = pid_namespace(os.getpid())
+        for _ in range(600):
+            inner = [p for p in children(process.pid) if pid_namespace(p) not in (own, None)]
+            if inner:
+                self.namespace = pid_namespace(inner[0])
+                return inner[0]
+            if process.poll() is not None:
+                break
+            await asyncio.sleep(0.01)
+        raise RuntimeError(f"the grading sandbox did not start (bwrap exit status {process.poll()})")
 
     def sandbox_processes(self) -> list[int]:
         """Processes now in this kernel's sandbox (bwrap's init and the kernel included)."""
-        process = getattr(self.provisioner, "process", None)
-        if process is None:
-            return []
-        if self.namespace is None:
-            inner = [p for p in children(process.pid) if pid_namespace(p) != pid_namespace(os.getpid())]
-            self.namespace = pid_namespace(inner[0]) if inner else None
         return processes_in(self.namespace) if self.namespace else []
 
     def remove_socket_dir(self) -> None:
