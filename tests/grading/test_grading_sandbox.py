@@ -30,14 +30,16 @@ def tries(f):
         return type(exc).__name__
 print("SEEN" + json.dumps({
     "root": sorted(os.listdir("/")), "cwd": os.getcwd(), "env": sorted(os.environ), "uid": os.getuid(),
-    "repo": sorted(os.listdir(REPO)) if os.path.isdir(REPO) else [], "usr_bin": os.path.exists("/usr/bin"), "pid": os.getpid(),
+    "repo": sorted(os.listdir(REPO)) if os.path.isdir(REPO) else [], "usr_bin": os.path.exists("/usr/bin"),
+    "pid": os.getpid(),
     "write_home": tries(lambda: open("x", "w").write("x")),
     "write_venv": tries(lambda: open(os.path.join(os.path.dirname(os.__file__), "x"), "w")),
     "write_connection": tries(lambda: open(sys.argv[sys.argv.index("-f") + 1], "a")),
     "plant_next_to_it": tries(lambda: open(os.path.dirname(sys.argv[sys.argv.index("-f") + 1]) + "/x", "w")),
     "net": sorted(os.listdir("/sys/class/net")) if os.path.exists("/sys/class/net") else [],
     "tcp": tries(lambda: socket.create_connection(("127.0.0.1", 22), timeout=1)),
-    "limits": {n: resource.getrlimit(getattr(resource, n))[0] for n in ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
+    "limits": {n: resource.getrlimit(getattr(resource, n))[0]
+               for n in ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
 }))
 '''
 
