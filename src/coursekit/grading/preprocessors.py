@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import html
 import json
 import os
@@ -98,6 +99,7 @@ class SandboxExecute(Execute):
     show_hidden_inputs = Bool(False, help="diagnostics of hidden checks quote their inputs (by default "
                               "they describe them by kind)").tag(config=True)
     shutdown_kernel = "immediate"  # the sandbox goes with its kernel; nothing in it needs a clean exit
+    replay = Bool(False, help="internal: this run only re-judges the test cells of a kernel that died later")
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
@@ -119,6 +121,7 @@ class SandboxExecute(Execute):
         self._pending: list[tuple[NotebookNode, dict]] = []
         self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
+        self._replay_findings: dict[str, list] = {}
         self.findings: dict[str, list] = {}
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
@@ -130,7 +133,7 @@ class SandboxExecute(Execute):
             started = len(manager.sandbox_processes())
             for index, cell in enumerate(self.nb.cells):
                 self.preprocess_cell(cell, resources, index)
-            self.judge_tests()
+            self.judge_tests(resources)
             self.collect_findings(manager, started)
         self.check_teardown(manager)
         self.nb.metadata[FINDINGS] = self.findings  # for coursekit grade's record(); replaces any student value
@@ -167,7 +170,7 @@ class SandboxExecute(Execute):
 
     # ---- the trusted half of the test cells
 
-    def judge_tests(self) -> None:
+    def judge_tests(self, resources) -> None:
         """Decide each test cell by running its whole source here (see coursekit.grading.trusted)."""
         options = {"_SHOW_HIDDEN_INPUTS": self.show_hidden_inputs}
         for cell, snapshot in self._pending:
@@ -185,8 +188,26 @@ class SandboxExecute(Execute):
             else:
                 title = cell.metadata.get("nbgrader", {}).get("grade_id", "test")
                 failure = trusted.run_test_cell(cell.source, title, snapshot, self, options)
+                if failure is not None and failure.ename == KERNEL_DIED and not self.replay:
+                    return self.judge_in_replay(resources)  # it died after its test cells ran
             if failure is not None:
                 cell.outputs.append(error_output(failure.ename, failure.evalue))
+
+    def judge_in_replay(self, resources) -> None:
+        """The kernel died after the test cells (`exit()` in a later cell): run the notebook again
+        up to the last test cell in a fresh sandbox and take that run's verdicts."""
+        positions = [next(k for k, c in enumerate(self.nb.cells) if c is cell) for cell, _ in self._pending]
+        again = nbformat.from_dict(copy.deepcopy(self.nb))
+        again.cells = again.cells[: max(positions) + 1]
+        for cell in again.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+        replay = SandboxExecute(config=self.config, replay=True)
+        replay.preprocess(again, copy.deepcopy(resources))
+        for position, (cell, _) in zip(positions, self._pending, strict=True):
+            verdict = [o for o in again.cells[position].outputs if o.output_type == "error"]
+            cell.outputs = [_as_stdout(o) for o in cell.outputs if o.output_type != "error"] + verdict
+        self._replay_findings = replay.findings
 
     def call(self, ref: int, payload: str) -> dict:
         """trusted.Kernel: one call of a student's function, with the cell timeout."""
@@ -254,8 +275,10 @@ class SandboxExecute(Execute):
             left = len(manager.sandbox_processes()) - started
             if left > 0:
                 violations.append(f"processes left: {left}")
-        self.findings = {"sandbox_violation": violations, "suspicious_code": list(dict.fromkeys(patched)),
-                         "kernel_errors": self._kernel_errors}
+        again = self._replay_findings
+        self.findings = {"sandbox_violation": list(dict.fromkeys(violations + again.get("sandbox_violation", []))),
+                         "suspicious_code": list(dict.fromkeys(patched + again.get("suspicious_code", []))),
+                         "kernel_errors": self._kernel_errors + again.get("kernel_errors", [])}
 
     def check_teardown(self, manager: SandboxKernelManager) -> None:
         """No process of the sandbox may outlive its kernel; end any that did and say so."""
