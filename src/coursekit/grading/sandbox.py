@@ -40,7 +40,8 @@ KERNEL_SIDE = Path(kernel_side.__file__).read_text(encoding="utf-8")
 SANDBOX_UID_BASE = 1_000_000  # root only: sandbox uid = base + the grading worker's pid
 FIX = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
        "bubblewrap) on Linux with unprivileged user namespaces, or grade with --no-sandbox "
-       "(every row is then flagged unsandboxed); see autograder/README.md")
+       "(make grade GRADE_ARGS=--no-sandbox; every row is then flagged unsandboxed); see "
+       "autograder/README.md, 'The grading sandbox'")
 
 
 @dataclass(frozen=True)
