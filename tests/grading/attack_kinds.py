@@ -320,6 +320,18 @@ with open("lesson11.json", "w") as f:  # a planted result
     return _after_code(solve(nb), code)
 
 
+def a_forged_test_cell(nb, t: Target):
+    """A code cell of its own dressed as a test cell: the grader must not run it as a trusted test."""
+    solve(nb)
+    pwned = t.course.parent / "trusted-pwned.txt"
+    _extra(nb, _code(nb), f"open({str(pwned)!r}, 'w').write('run by the grader')\nimport builtins\n"
+                          "builtins.abs = lambda x: 0.0")
+    cell = nb.cells[nb.cells.index(_code(nb)) + 1]
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "grade_id": "test_forged",
+                                 "points": 5, "schema_version": 3}
+    return nb
+
+
 HTML_ATTACK = ("<script>window.__ck_pwned = 'script'</script>"
                "<img src=x onerror=\"window.__ck_pwned = 'onerror'\">"
                "<a id=ck-link href=\"javascript:window.__ck_pwned = 'href'\">link</a>"
@@ -363,6 +375,7 @@ ATTACKS = {
     "disk_hog": (a_disk_hog, (1.5, 1, 0.5), {"error": "OSError"}),
     "symlinks": (a_symlinks, (1.5, 1, 0.5), {"sandbox_violation": "symlink: "}),
     "html": (a_html, (1.5, 1, 0.5), {"suspicious_code": "active content"}),
+    "forged_test_cell": (a_forged_test_cell, (1.5, 1, 0.5), {"suspicious_code": "nbgrader metadata on its own cells"}),
 }
 HONEST = ("a00_honest", "z99_honest")  # graded first and last (ids sort)
 

@@ -215,6 +215,11 @@ def test_no_hidden_test_code_and_no_grader_secret_reaches_any_student_page(attac
         assert "0.2, 0.9, 0.4, 0.4, 1.0" not in text, sid  # a hidden input, never quoted by default
 
 
+def test_a_cell_dressed_as_a_test_cell_never_runs_in_the_grader(attacked):
+    assert not (attacked.course.root.parent / "trusted-pwned.txt").exists()
+    assert attacked.rows[sid_of(attacked, "forged_test_cell")]["max_score"] == "10"
+
+
 def test_no_process_of_the_class_is_alive_after_grade_returns(attacked):
     assert attacked.alive == []
 

@@ -118,19 +118,25 @@ def deleted_asserts(nb: NotebookNode, release: NotebookNode) -> list[str]:
 
 # ---------------------------------------------------------------- after execution
 
+def add_detail(flags: list[str], name: str, detail: str) -> None:
+    """Append detail to the row's flag `name`, or add that flag (a row has one flag of each name)."""
+    old = next((f for f in flags if flag_name(f) == name), None)
+    if old is None:
+        flags.append(flag(name, detail))
+    else:
+        flags[flags.index(old)] = flag(name, ", ".join(filter(None, [old[len(name) + 1:-1], detail])))
+
+
 def add_findings(flags: list[str], findings: dict) -> None:
     """Add SandboxExecute's findings: sandbox_violation(...), and runtime details appended to
-    suspicious_code(...) (one flag each, at most MAX_DETAILS details)."""
+    suspicious_code(...) (at most MAX_DETAILS details each)."""
     for name in (SANDBOX_VIOLATION, SUSPICIOUS_CODE):
         details = [str(d).replace(",", " ") for d in findings.get(name, []) if isinstance(d, str)]
         if not details:
             continue
         shown = details[:MAX_DETAILS] + ([f"{len(details) - MAX_DETAILS} more"] if len(details) > MAX_DETAILS else [])
-        old = next((f for f in flags if flag_name(f) == name), None)
-        if old is not None:
-            flags.remove(old)
-            shown = ([old[len(name) + 1:-1]] if old != name else []) + [f"runtime: {', '.join(shown)}"]
-        flags.append(flag(name, ", ".join(shown)))
+        runtime = ", ".join(shown)
+        add_detail(flags, name, f"runtime: {runtime}" if any(flag_name(f) == name for f in flags) else runtime)
 
 def execution_flags(executed: NotebookNode, memory_note: str, kernel_errors: list | None = None) -> list[str]:
     """timeout and error from the outputs of the executed notebook, and from `kernel_errors`

@@ -78,8 +78,11 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
             entry.flags.append(F.UNSANDBOXED)
     bar = tqdm(total=len(gradable), desc="grade", unit="nb", file=sys.stderr)
     for student_id, failure in execute(course, list(gradable), jobs, timeout, sandbox):
-        record(course, gradable[student_id], failure)  # overlaps with the workers still executing
-        write_feedback(course, student_id)
+        try:  # overlaps with the workers still executing
+            record(course, gradable[student_id], failure)
+            write_feedback(course, student_id)
+        except CourseError as exc:  # one student's notebook must not stop the class
+            gradable[student_id].flags.append(F.flag(F.ERROR, f"could not record the grades: {exc}"[:300]))
         bar.update()
     bar.close()
     write_manifest(course, submissions, entries)

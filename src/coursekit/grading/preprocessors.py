@@ -35,6 +35,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
+from nbgrader.api import Gradebook
 from nbgrader.preprocessors import ClearSolutions, Execute, LimitOutput, NbGraderPreprocessor
 from traitlets import Bool, Integer, Unicode
 
@@ -123,6 +124,7 @@ class SandboxExecute(Execute):
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self._replay_findings: dict[str, list] = {}
         self.findings: dict[str, list] = {}
+        self._tests = test_sources(resources)
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
@@ -148,13 +150,13 @@ class SandboxExecute(Execute):
         if self._stopped is not None:
             cell.outputs.append(error_output(*self._stopped))
             return cell, resources
-        test = utils.is_grade(cell) and not utils.is_solution(cell)
+        test = self._tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
         try:
-            if not test:
+            if test is None:
                 return super().preprocess_cell(cell, resources, index)
             snapshot = self.ask(SNAPSHOT)  # the student's names as this cell finds them
             source = cell.source
-            cell.source = visible_test_code(source)  # the kernel never receives hidden test text
+            cell.source = visible_test_code(test)  # the kernel never receives hidden test text
             try:
                 super().preprocess_cell(cell, resources, index)
             finally:
@@ -186,8 +188,8 @@ class SandboxExecute(Execute):
                 failure = trusted.Failure(TIMED_OUT, "没有运行：达到整本笔记本的时间上限"
                                           f"（{self.notebook_timeout} 秒）")
             else:
-                title = cell.metadata.get("nbgrader", {}).get("grade_id", "test")
-                failure = trusted.run_test_cell(cell.source, title, snapshot, self, options)
+                grade_id = cell.metadata.nbgrader.grade_id
+                failure = trusted.run_test_cell(self._tests[grade_id], grade_id, snapshot, self, options)
                 if failure is not None and failure.ename == KERNEL_DIED and not self.replay:
                     return self.judge_in_replay(resources)  # it died after its test cells ran
             if failure is not None:
@@ -294,6 +296,17 @@ class SandboxExecute(Execute):
         if survivors:
             self.findings.setdefault("sandbox_violation", []).append(
                 f"processes outlived the sandbox: {len(survivors)}, killed")
+
+
+def test_sources(resources: dict | None) -> dict[str, str]:
+    """grade id -> source of each test cell (locked code cells), from the gradebook nbgrader grades
+    against: the trusted runs execute these, never a notebook's text. Empty outside autograde."""
+    info = (resources or {}).get("nbgrader", {})
+    if not info.get("db_url"):
+        return {}
+    with Gradebook(info["db_url"]) as gb:
+        cells = gb.find_notebook(info["notebook"], info["assignment"]).source_cells
+        return {c.name: c.source for c in cells if c.locked and c.cell_type == "code"}
 
 
 def _own_classes(value, found: set[str], depth: int = 0) -> None:
