@@ -44,7 +44,7 @@ release: $(STAMP) branches
 	$(CK) release
 
 grade: $(STAMP)
-	$(CK) grade $(SUBMISSIONS)
+	$(CK) grade $(SUBMISSIONS) $(GRADE_ARGS)
 
 check: $(STAMP)
 	$(CK) check $(NOTEBOOK)

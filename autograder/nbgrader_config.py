@@ -24,7 +24,13 @@ from nbgrader.preprocessors import (
 )
 
 from coursekit.grading.formgrader import TEMPLATE_DIRS
-from coursekit.grading.preprocessors import BlankSolutions, CapOutput, HideHiddenTests, SandboxExecute
+from coursekit.grading.preprocessors import (
+    BlankSolutions,
+    CapOutput,
+    HideHiddenTests,
+    SandboxExecute,
+    SanitizeStudentContent,
+)
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -55,6 +61,7 @@ c.Autograde.autograde_preprocessors = [
     IgnorePattern,
     ClearMetadataPreprocessor,
     CapOutput,            # before SaveAutoGrades, so the saved notebook is already small
+    SanitizeStudentContent,  # no student script reaches formgrader or feedback
     SaveAutoGrades,
     AssignLatePenalties,
     CheckCellMetadata,
@@ -62,11 +69,15 @@ c.Autograde.autograde_preprocessors = [
 c.SandboxExecute.timeout = 10              # seconds per cell
 c.SandboxExecute.notebook_timeout = 60     # seconds per notebook
 c.SandboxExecute.memory_limit = 2 << 30    # 2 GiB address space per grading kernel
+c.SandboxExecute.file_size_limit = 256 << 20  # largest file a kernel may write
+c.SandboxExecute.process_limit = 64        # processes + threads per sandbox
+c.SandboxExecute.scratch_size = 256 << 20  # the kernel's writable home folder (tmpfs)
+c.SandboxExecute.show_hidden_inputs = False  # diagnostics describe hidden inputs by kind, never quote them
 c.CapOutput.max_lines = 1000
 c.CapOutput.max_chars = 20000
 
 # ---- generate_feedback: autograded -> feedback HTML without hidden test source
-c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, SanitizeStudentContent, CSSHTMLHeaderPreprocessor]
 
 # ---- formgrader (coursekit formgrader): works offline
 # nbgrader's submission page loads MathJax from cdnjs; this template folder, searched first, swaps in

@@ -168,6 +168,14 @@ def k_tampering(nb):
     return nb
 
 
+def k_exit_at_end(nb):
+    """Correct, with `exit()` in a cell after the test cells: the kernel is gone when the hidden
+    checks would run, so the grader replays the notebook up to the last test cell."""
+    k_correct(nb)
+    _extra(nb, _cells(nb, "test_aggregation")[0], "exit()")
+    return nb
+
+
 def k_exercise_branch(nb):
     """The exercise branch's notebook (no nbgrader metadata, no test cells), solved."""
     return solve(nbformat.read(EXERCISE, as_version=4))
@@ -194,6 +202,7 @@ NOTEBOOK_KINDS = {
     "fabricated": (k_fabricated, (1.5, 0, 0.5), {"fabricated_outputs"}),
     "exercise_branch": (k_exercise_branch, (1.5, 1, 0.5), {"exercise_notebook"}),
     "tampering": (k_tampering, (1.5, 0, 0.5), {"suspicious_code"}),
+    "exit_at_end": (k_exit_at_end, (1.5, 1, 0.5), set()),
 }
 FILE_KINDS = {
     # kind: (file bytes, expected flag names); never graded, so scores are 0

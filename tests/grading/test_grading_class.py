@@ -128,3 +128,30 @@ def test_manual_grades_and_veto_comments_decide_passed(graded_class, tmp_path):
     assert (rows[partial]["total"], rows[partial]["passed"]) == ("7", "pending")  # 2 auto + 5 manual, q3 open
     feedback = course.feedback_html(correct).read_text(encoding="utf-8")
     assert "lesson11 (Score: 10.0 / 10.0)" in feedback  # make report rewrites feedback with manual grades
+
+
+DIAGNOSTICS = {
+    # kind: {test cell: the evalue of its one error output in the autograded notebook}
+    "sample_variance": {"test_normal": "方差要用总体方差（除以 G），不是样本方差（除以 G-1）",
+                        "test_boundary": "方差要用总体方差（除以 G），不是样本方差（除以 G-1）",
+                        "test_aggregation": "练习单元格没有运行到长度聚合断言（前面的断言失败），或改动了三个配方"},
+    "std_eq_zero": {"test_boundary": "相同的非零奖励组：浮点误差让 std 略大于 0，组没有归零：要用 std < eps 判断，"
+                                     "而不是 std == 0"},
+    "hard_coded": {"test_normal": "只对题目给出的输入算对，其他输入都不对：不要按输入写死结果，要按公式计算",
+                   "test_boundary": "方差很小但高于 eps 的组：被当成了零方差组（返回了全零）；"
+                                    "std 不小于 eps 时要标准化"},
+    "deleted_asserts": {"test_aggregation": "练习单元格没有运行到长度聚合断言（前面的断言失败），或改动了三个配方"},
+    "infinite_loop": {"test_boundary": "运行超过 3 秒，已中断（死循环？）",
+                      "test_aggregation": "练习单元格没有运行到长度聚合断言（前面的断言失败），或改动了三个配方"},
+    "correct": {},
+}
+
+
+@pytest.mark.parametrize("kind", DIAGNOSTICS)
+def test_a_failing_test_cell_carries_one_error_whose_evalue_is_the_diagnostic(graded_class, kind):
+    sid = next(s for s, k in graded_class.students.items() if k == kind)
+    nb = nbformat.read(graded_class.course.autograded_notebook(sid), as_version=4)
+    errors = {c.metadata.nbgrader.grade_id: [o.evalue for o in c.outputs if o.output_type == "error"]
+              for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("test_")}
+    assert {cell: found for cell, found in errors.items() if found} == \
+        {cell: [message] for cell, message in DIAGNOSTICS[kind].items()}

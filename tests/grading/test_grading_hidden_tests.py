@@ -1,74 +1,189 @@
-"""The lesson's hidden tests catch what its visible asserts miss (issue 3, item 2).
+"""The lesson's hidden tests, run the way `coursekit grade` runs them (coursekit.grading.trusted):
+each wrong implementation fails with its own message, which names the mistake it made (issue 13,
+item 2), and the hidden tests catch what the visible asserts miss (issue 3, item 2).
 
-Each wrong implementation fails the hidden part of its test cell on its own; all but the sample
-variance one also pass every visible check (the seed's [1, 2, 3] example already exposes n-1).
+`LocalKernel` stands in for the sandboxed kernel: the student's code runs in a namespace of this
+process, but every value still goes through kernel_side's snapshot/call and the JSON protocol.
 """
 
 from __future__ import annotations
 
+import json
+import types
+
 import pytest
 from submission_kinds import LESSON
 
+from coursekit.grading import kernel_side, trusted
 from coursekit.lesson import parse_lesson, strip_answer_markers, visible_test_code
 
 HEADER = "import math\n\ndef group_advantages(rewards, eps=1e-8):\n"
-REFERENCE = strip_answer_markers(parse_lesson(LESSON).exercise.body).split("\nassert")[0]
+EXERCISE = strip_answer_markers(parse_lesson(LESSON).exercise.body)
+REFERENCE = EXERCISE.split("\nassert")[0]
 BODY = REFERENCE.split("def group_advantages(rewards, eps=1e-8):\n", 1)[1]
+SAMPLE = "方差要用总体方差（除以 G），不是样本方差（除以 G-1）"
 
 MUTANTS = {
-    # name: (test cell whose hidden part must fail, implementation)
-    "sample variance (n-1) guarded for G=1": ("normal", BODY.replace(
-        "/ len(rewards)\n    std", "/ max(len(rewards) - 1, 1)\n    std")),
-    "std == 0 instead of std < eps": ("boundary", BODY.replace("if std < eps:", "if std == 0:")),
-    "eps ignored": ("boundary", BODY.replace("if std < eps:", "if std < 1e-8:")),
-    "integer zeros": ("boundary", BODY.replace("[0.0] * len(rewards)", "[0] * len(rewards)")),
-    "hard-coded visible outputs": ("normal", """    if not rewards:
+    # name: (implementation, {test cell: its one diagnostic, None where the cell passes})
+    "sample variance (n-1) guarded for G=1": (
+        BODY.replace("/ len(rewards)\n    std", "/ max(len(rewards) - 1, 1)\n    std"),
+        {"normal": SAMPLE, "boundary": SAMPLE}),
+    "std == 0 instead of std < eps": (
+        BODY.replace("if std < eps:", "if std == 0:"),
+        {"normal": None, "boundary": "相同的非零奖励组：浮点误差让 std 略大于 0，组没有归零：要用 std < eps 判断，"
+                                     "而不是 std == 0"}),
+    "eps ignored": (
+        BODY.replace("if std < eps:", "if std < 1e-8:"),
+        {"normal": None, "boundary": "方差很小的组：eps 参数没有生效：判断零方差时要用传入的 eps"}),
+    "integer zeros": (
+        BODY.replace("[0.0] * len(rewards)", "[0] * len(rewards)"),
+        {"normal": None, "boundary": "单元素组（G = 1）：零方差分支要返回浮点 0.0，而不是整数 0"}),
+    "hard-coded visible outputs": ("""    if not rewards:
         raise ValueError("group cannot be empty")
     known = {(2., 2.): [0.0, 0.0], (1., 2., 3.): [-math.sqrt(1.5), 0., math.sqrt(1.5)],
              (1.,): [0.], (0., 1.): [-1., 1.]}
     return known.get(tuple(rewards), [0.0] * len(rewards))
-"""),
-    "negative rewards clipped": ("normal", "    rewards = [max(r, 0.0) for r in rewards]\n" + BODY),
-    "small groups only": ("normal", "    if len(rewards) > 32:\n        return [0.0] * len(rewards)\n" + BODY),
-    "input list mutated": ("normal", "    rewards.sort()\n" + BODY),
-    "integer rewards truncated": ("normal", BODY.replace(
-        "return [(r - mean) / std for r in rewards]", "return [(r - mean) / std if isinstance(r, float) "
-        "else int((r - mean) / std) for r in rewards]")),
+""", {"normal": "只对题目给出的输入算对，其他输入都不对：不要按输入写死结果，要按公式计算",
+      "boundary": "方差很小但高于 eps 的组：被当成了零方差组（返回了全零）；std 不小于 eps 时要标准化"}),
+    "negative rewards clipped": (
+        "    rewards = [max(r, 0.0) for r in rewards]\n" + BODY,
+        {"normal": "含负奖励的组：结果不对；负奖励也要参与标准化（不要截断或取绝对值）", "boundary": None}),
+    "small groups only": (
+        "    if len(rewards) > 32:\n        return [0.0] * len(rewards)\n" + BODY,
+        {"normal": "G = 64 的大组结果不对：代码要对任意大小的组成立", "boundary": None}),
+    "input list mutated": (
+        "    rewards.sort()\n" + BODY,
+        {"normal": "普通的组：修改了传入的 rewards 列表（例如原地排序）；先复制，再计算", "boundary": None}),
+    "integer rewards truncated": (
+        BODY.replace("return [(r - mean) / std for r in rewards]", "return [(r - mean) / std if isinstance(r, float) "
+                     "else int((r - mean) / std) for r in rewards]"),
+        {"normal": "整数奖励组：整数奖励的优势要和浮点奖励一样，并且是 float", "boundary": None}),
+    "empty group accepted": (
+        BODY.replace('raise ValueError("group cannot be empty")', "return []"),
+        {"normal": None, "boundary": "空组必须抛出 ValueError：不能返回空列表或零优势"}),
+    "tuple results": (
+        BODY.replace("return [(r - mean) / std for r in rewards]", "return tuple((r - mean) / std for r in rewards)"),
+        {"normal": "普通的组：要返回 list（普通列表），而不是其他类型的对象",
+         "boundary": "方差很小但高于 eps 的组：要返回与组等长的 list（普通列表）"}),
 }
+VISIBLE_CATCHES = {"sample variance (n-1) guarded for G=1", "empty group accepted", "tuple results"}
 
 
-VISIBLE_CATCHES = {"sample variance (n-1) guarded for G=1"}
+class LocalKernel:
+    """trusted.Kernel over a namespace of this process, through kernel_side's snapshot and call."""
+
+    def __init__(self, namespace: dict) -> None:
+        self.namespace = namespace
+
+    def snapshot(self) -> dict:
+        kernel_side._state.update(shell=types.SimpleNamespace(user_ns=self.namespace), refs=[])
+        return json.loads(kernel_side.snapshot().text)
+
+    def call(self, ref: int, payload: str) -> dict:
+        return json.loads(kernel_side.call(ref, payload).text)
 
 
-def cells_by_id() -> dict[str, str]:
-    return {t.options["test_id"]: t.body for t in parse_lesson(LESSON).tests()}
+def cells() -> dict[str, object]:
+    return {t.options["test_id"]: t for t in parse_lesson(LESSON).tests()}
 
 
-def hidden_part(body: str) -> str:
-    return "import math\n" + body.split("### BEGIN HIDDEN TESTS\n", 1)[1].split("### END HIDDEN TESTS")[0]
-
-
-def run(code: str, implementation: str) -> None:
-    exec(compile(HEADER + implementation + "\n" + code, "<test>", "exec"), {})
+def judge(code: str, show_inputs: bool = False) -> dict[str, trusted.Failure | None]:
+    """Run the student's code, then every test cell of the lesson the way the grader does."""
+    namespace: dict = {}
+    exec(compile(code, "<student>", "exec"), namespace)
+    kernel = LocalKernel(namespace)
+    return {test_id: trusted.run_test_cell(t.body, t.options["title"], kernel.snapshot(), kernel,
+                                           {"_SHOW_HIDDEN_INPUTS": show_inputs})
+            for test_id, t in cells().items()}
 
 
 @pytest.mark.parametrize("name", MUTANTS)
+def test_each_wrong_implementation_gets_its_own_diagnostic(name):
+    implementation, expected = MUTANTS[name]
+    verdicts = judge(HEADER + implementation)
+    assert {cell: f and f.evalue for cell, f in verdicts.items() if cell != "aggregation"} == expected
+
+
+def test_no_two_mistakes_share_a_diagnostic():
+    first = [next(m for m in expected.values() if m) for _, expected in MUTANTS.values()]
+    assert len(set(first)) == len(first)
+
+
+@pytest.mark.parametrize("name", sorted(set(MUTANTS) - VISIBLE_CATCHES))
 def test_hidden_tests_catch_what_the_visible_ones_miss(name):
-    cell, implementation = MUTANTS[name]
-    body = cells_by_id()[cell]
-    if name not in VISIBLE_CATCHES:
-        run(visible_test_code(body), implementation)  # the visible asserts pass ...
-    with pytest.raises(AssertionError):  # ... the hidden ones fail
-        run(hidden_part(body), implementation)
+    implementation, expected = MUTANTS[name]
+    namespace: dict = {}
+    exec(compile(HEADER + implementation, "<student>", "exec"), namespace)
+    for cell, t in cells().items():
+        if cell in expected:
+            exec(compile(visible_test_code(t.body), "<visible>", "exec"), dict(namespace))  # visible: pass
 
 
 def test_reference_implementation_passes_every_test_cell():
-    namespace: dict = {}
-    exec(compile(strip_answer_markers(parse_lesson(LESSON).exercise.body), "<exercise>", "exec"), namespace)
-    for body in cells_by_id().values():  # in the kernel the test cells run after the student's cell
-        exec(compile(body, "<test>", "exec"), namespace)
+    assert judge(EXERCISE) == {"normal": None, "boundary": None, "aggregation": None}
 
 
 def test_aggregation_points_need_the_students_cell_to_reach_its_asserts():
-    with pytest.raises(AssertionError, match="没有运行到长度聚合断言"):
-        run(cells_by_id()["aggregation"], BODY)  # function defined, but the cell's asserts never ran
+    verdicts = judge(HEADER + BODY)  # the function alone: the cell's own asserts never ran
+    assert verdicts["aggregation"].evalue.startswith("练习单元格没有运行到长度聚合断言")
+
+
+def test_hidden_inputs_are_described_by_kind_and_quoted_only_with_the_course_option():
+    implementation = "    rewards = [max(r, 0.0) for r in rewards]\n" + BODY
+    quiet = judge(HEADER + implementation)["normal"].evalue
+    shown = judge(HEADER + implementation, show_inputs=True)["normal"].evalue
+    assert quiet == MUTANTS["negative rewards clipped"][1]["normal"] and "[" not in quiet
+    assert shown.startswith("含负奖励的组（输入 [-3.0, -1.0, -2.0]）")
+
+
+def test_what_the_students_code_raised_is_named_by_type_never_by_its_message():
+    code = HEADER + "    raise RuntimeError(f'leaked {rewards}')\n"
+    verdicts = judge(code)
+    assert (verdicts["normal"].ename, verdicts["normal"].evalue) == (
+        "RuntimeError", "普通的组：group_advantages 抛出 RuntimeError")
+    assert "leaked" not in verdicts["boundary"].evalue
+    blank = judge(HEADER + "    return ______\n")["normal"]
+    assert blank.ename == "NameError" and "______" in blank.evalue
+
+
+def test_a_failure_without_its_own_message_names_the_check():
+    kernel = LocalKernel({"f": lambda x: x})
+    visible = trusted.run_test_cell("assert f(1) == 2", "正常输入", kernel.snapshot(), kernel)
+    assert visible == trusted.Failure("AssertionError", "可见检查 `assert f(1) == 2`：不成立")
+    hidden = "### BEGIN HIDDEN TESTS\nassert f(3) == 4\n### END HIDDEN TESTS\nassert f(1) == 1"
+    assert trusted.run_test_cell(hidden, "正常输入", kernel.snapshot(), kernel) == \
+        trusted.Failure("AssertionError", "正常输入：未通过一项隐藏检查")
+    missing = trusted.run_test_cell("assert g(1) == 1", "正常输入", kernel.snapshot(), kernel)
+    assert missing.ename == "NameError" and missing.evalue.startswith("g 没有定义")
+
+
+# ---------------------------------------------------------------- the protocol's values
+
+def test_the_students_list_subclass_is_compared_as_a_plain_list():
+    code = "class Always(list):\n    __eq__ = lambda self, other: True\nvalue = Always([1.0, 2.0])\nx = 0.5\n"
+    namespace: dict = {}
+    exec(code, namespace)
+    kernel = LocalKernel(namespace)
+    names = trusted.student_names("value == [9.0]; x; Always", kernel.snapshot(), kernel)
+    assert names["value"] != [9.0] and names["value"] == [1.0, 2.0] and type(names["value"]) is not list
+    assert names["x"] == 0.5 and type(names["x"]) is float
+    assert isinstance(names["Always"], trusted.Proxy)
+
+
+def test_arguments_come_back_as_the_function_left_them():
+    kernel = LocalKernel({"f": lambda xs: xs.append(4) or len(xs)})
+    f = trusted.student_names("f", kernel.snapshot(), kernel)["f"]
+    mine = [1, 2, 3]
+    assert f(mine) == 4 and mine == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("reply", [{"$": "nonsense"}, {"$": "sub", "base": "float", "v": "1"}, {"$": "dict", "v": 3},
+                                   object()])
+def test_a_malformed_reply_is_rejected(reply):
+    with pytest.raises(trusted.ReplyError):
+        trusted.decode(reply)
+
+
+def test_opaque_values_equal_nothing():
+    value = trusted.decode({"$": "opaque", "type": "numpy.ndarray"})
+    assert value != value.__class__("numpy.ndarray") and value != [] and repr(value).startswith("<numpy.ndarray")

@@ -106,6 +106,7 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
                     for k, (source, own_run) in enumerate(cells)]
     config = Config()
     config.SandboxExecute.timeout = timeout
+    config.SandboxExecute.sandbox = False  # the student's own code on the student's machine (any OS)
     with tempfile.TemporaryDirectory(prefix="ck-check-") as tmp:
         SandboxExecute(config=config).preprocess(run_nb, {"metadata": {"path": tmp}})
     report = Report()

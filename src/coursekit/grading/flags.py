@@ -26,13 +26,20 @@ UNKNOWN_STUDENT_ID = "unknown_student_id"
 MULTIPLE_NOTEBOOKS = "multiple_notebooks"
 EXERCISE_NOTEBOOK = "exercise_notebook"
 SUSPICIOUS_CODE = "suspicious_code"
+SANDBOX_VIOLATION = "sandbox_violation"
+UNSANDBOXED = "unsandboxed"
 VETO = "veto"
 COPIED_REFERENCE = "copied_reference"  # coursekit.grading.similarity: review only, never a score change
 SIMILAR_ANSWERS = "similar_answers"
 
-# Student code that could tamper with the grading kernel rather than solve the exercise.
-SUSPICIOUS = re.compile(r"\b(get_ipython|set_custom_exc|excepthook|__builtins__|builtins|setrlimit|"
-                        r"ctypes|sys\.modules|settrace|atexit)\b")
+# Student code that could tamper with the grading kernel or reach outside it rather than solve the
+# exercise. Names only: flags for review, never security (that is the sandbox's job).
+SUSPICIOUS = re.compile(r"\b(?:get_ipython|set_custom_exc|excepthook|__builtins__|builtins|setrlimit|"
+                        r"ctypes|sys\.modules|settrace|setprofile|atexit|__import__|importlib|"
+                        r"input_transformers\w*|ast_transformers|currentframe|_getframe|f_back|f_globals|"
+                        r"subprocess|socket|os\.system|os\.fork|sqlite3|environ|sys\.executable|readlink)\b"
+                        r"|/proc/")
+MAX_DETAILS = 8
 EXPECTED_ERRORS = ("AssertionError",)  # a failed check is a score, not an error
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
@@ -113,29 +120,50 @@ def deleted_asserts(nb: NotebookNode, release: NotebookNode) -> list[str]:
 
 # ---------------------------------------------------------------- after execution
 
-def execution_flags(executed: NotebookNode, memory_note: str) -> list[str]:
-    """timeout and error from the outputs of the executed notebook."""
-    names = [o.ename for c in executed.cells if c.cell_type == "code" for o in c.outputs
+def add_detail(flags: list[str], name: str, detail: str) -> None:
+    """Append detail to the row's flag `name`, or add that flag (a row has one flag of each name)."""
+    old = next((f for f in flags if flag_name(f) == name), None)
+    if old is None:
+        flags.append(flag(name, detail))
+    else:
+        flags[flags.index(old)] = flag(name, ", ".join(filter(None, [old[len(name) + 1:-1], detail])))
+
+
+def add_findings(flags: list[str], findings: dict) -> None:
+    """Add SandboxExecute's findings: sandbox_violation(...), and runtime details appended to
+    suspicious_code(...) (at most MAX_DETAILS details each)."""
+    for name in (SANDBOX_VIOLATION, SUSPICIOUS_CODE):
+        details = [str(d).replace(",", " ") for d in findings.get(name, []) if isinstance(d, str)]
+        if not details:
+            continue
+        shown = details[:MAX_DETAILS] + ([f"{len(details) - MAX_DETAILS} more"] if len(details) > MAX_DETAILS else [])
+        runtime = ", ".join(shown)
+        add_detail(flags, name, f"runtime: {runtime}" if any(flag_name(f) == name for f in flags) else runtime)
+
+def execution_flags(executed: NotebookNode, memory_note: str, kernel_errors: list | None = None) -> list[str]:
+    """timeout and error from the outputs of the executed notebook, and from `kernel_errors`
+    ([ename, evalue] of test cells' visible lines in the kernel, which the trusted verdict replaced)."""
+    found = [(o.ename, o.evalue) for c in executed.cells if c.cell_type == "code" for o in c.outputs
              if o.output_type == "error"]
+    found += [(str(e[0]), str(e[1])) for e in kernel_errors or [] if isinstance(e, list) and len(e) == 2]
     out = []
-    timed_out = "CellTimeoutError" in names
+    timed_out = any(ename == "CellTimeoutError" for ename, _ in found)
     if timed_out:
         out.append(TIMEOUT)
     errors = []
-    for cell in executed.cells:
-        for o in cell.get("outputs", []):
-            if o.output_type != "error" or o.ename in EXPECTED_ERRORS or o.ename == "CellTimeoutError":
-                continue
-            if o.ename == "NameError" and BLANK in o.evalue:
-                continue  # an unfilled blank: reported as missing_answer(code)
-            if o.ename == "GraderError":
-                continue  # already flagged by coursekit grade
-            if o.ename == "KeyboardInterrupt" and timed_out:
-                continue  # the interrupt that ended a timed-out cell
-            detail = {"MemoryError": f"MemoryError, {memory_note}",
-                      "DeadKernelError": "kernel died"}.get(o.ename, o.ename)
-            if detail not in errors:
-                errors.append(detail)
+    for ename, evalue in found:
+        if ename in EXPECTED_ERRORS or ename == "CellTimeoutError":
+            continue
+        if ename == "NameError" and BLANK in evalue:
+            continue  # an unfilled blank: reported as missing_answer(code)
+        if ename == "GraderError":
+            continue  # already flagged by coursekit grade
+        if ename == "KeyboardInterrupt" and timed_out:
+            continue  # the interrupt that ended a timed-out cell
+        detail = {"MemoryError": f"MemoryError, {memory_note}",
+                  "DeadKernelError": "kernel died"}.get(ename, ename)
+        if detail not in errors:
+            errors.append(detail)
     if errors:
         out.append(flag(ERROR, ", ".join(errors)))
     return out

@@ -196,6 +196,7 @@ def read_notebook(path: Path) -> tuple[NotebookNode | None, str]:
 def prepare(entry: Entry, release: NotebookNode) -> NotebookNode:
     """Copy of the submission with grading cells adopted or put back; adds ingest flags to entry."""
     nb = copy.deepcopy(entry.original)
+    forged = drop_foreign_metadata(nb, release)
     entry.flags.extend(F.duplicate_grade_ids(nb))
     keep_last_grade_ids(nb)
     from_exercise_branch = not any("nbgrader" in c.metadata for c in nb.cells)
@@ -207,11 +208,25 @@ def prepare(entry: Entry, release: NotebookNode) -> NotebookNode:
     if tests and not from_exercise_branch:
         entry.flags.append(F.flag(F.DELETED_TEST_CELL, ",".join(tests) + " restored and graded"))
     entry.flags.extend(F.content_flags(nb, release, restored, released=not from_exercise_branch))
+    if forged:
+        F.add_detail(entry.flags, F.SUSPICIOUS_CODE, f"nbgrader metadata on its own cells: {' '.join(forged)}")
     return nb
 
 
 def _grade_id(cell: NotebookNode) -> str | None:
     return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def drop_foreign_metadata(nb: NotebookNode, release: NotebookNode) -> list[str]:
+    """Remove nbgrader metadata whose grade id the release does not have (a cell dressed as a test
+    or answer cell would make nbgrader fail, or count); return those ids."""
+    known = {_grade_id(c) for c in release.cells if _grade_id(c)}
+    forged = []
+    for cell in nb.cells:
+        if "nbgrader" in cell.metadata and _grade_id(cell) not in known:
+            forged.append(str(_grade_id(cell) or "no id")[:40].replace(",", " "))
+            del cell.metadata["nbgrader"]
+    return forged
 
 
 def keep_last_grade_ids(nb: NotebookNode) -> None:

@@ -2,35 +2,56 @@
 
 - `BlankSolutions` (generate_assignment): the fill-in shows `var = ______` / `return ______` exactly
   as the exercise branch does, not nbgrader's `raise NotImplementedError()` stub.
-- `SandboxExecute` (autograde): nbgrader's Execute with a memory cap, a per-notebook time limit, and a
-  kernel that dies (`os._exit`, out of memory) turned into error outputs instead of a crash.
+- `SandboxExecute` (autograde): nbgrader's Execute with each kernel in an OS sandbox (limits, no
+  course, no network), test cells judged by their whole source outside the kernel
+  (coursekit.grading.trusted), a per-notebook time limit, and a kernel that dies (`os._exit`, out
+  of memory) turned into error outputs instead of a crash.
 - `CapOutput` (autograde): nbgrader's LimitOutput plus a cap on the characters of each output, so a
   submission that prints 50 MB leaves a small autograded notebook and feedback page.
 - `ReplayExecution` (autograde, used by `coursekit grade`): takes the outputs of a notebook already
   executed by a parallel worker instead of running the kernel again.
+- `SanitizeStudentContent` (autograde): student HTML, Markdown and outputs lose active content
+  before the autograded notebook is stored (formgrader and feedback show that notebook).
 - `HideHiddenTests` (generate_feedback): test cells show their visible asserts only, and failures
-  show the error message without the traceback (which would quote hidden test lines).
+  show the diagnostic without the traceback (which would quote hidden test lines).
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import html
+import json
 import os
+import queue
+import re
+import signal
 import time
 
+import bleach
 import nbformat
+from jupyter_core.utils import ensure_async, run_sync
+from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
+from nbgrader.api import Gradebook
 from nbgrader.preprocessors import ClearSolutions, Execute, LimitOutput, NbGraderPreprocessor
-from traitlets import Integer, Unicode
+from traitlets import Bool, Integer, Unicode
 
 from coursekit.errors import CourseError
-from coursekit.grading.sandbox import startup_line
+from coursekit.grading import trusted
+from coursekit.grading.sandbox import Limits, SandboxKernelManager, processes_in
 from coursekit.lesson import blank_answers, has_answer_markers, visible_test_code
 
 GIB = 1 << 30
 KERNEL_DIED = "DeadKernelError"
 TIMED_OUT = "CellTimeoutError"
+KERNEL = "__import__('sys').modules['_coursekit_kernel']"
+ARM_LINE = f"{KERNEL}.arm()"
+SNAPSHOT = f"{KERNEL}.snapshot()"
+REPORT = f"{KERNEL}.report()"
+FINDINGS = "coursekit_findings"  # notebook metadata key of SandboxExecute.findings
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -53,22 +74,72 @@ class BlankSolutions(ClearSolutions):
 
 
 class SandboxExecute(Execute):
-    """Execute with resource limits, a notebook time limit and survival of a dying kernel."""
+    """Execute in a sandboxed kernel, with the test cells judged outside it.
 
-    timeout = Integer(10, help="seconds one cell may run before it is interrupted").tag(config=True)
+    Each kernel runs in its own bubblewrap sandbox (coursekit.grading.sandbox) with the limits
+    below. A test cell's visible lines run in the kernel, as the notebook's own cell; its whole
+    source, hidden tests included, runs afterwards in this process (coursekit.grading.trusted)
+    against the student's names as they were just before the cell, and decides the cell: its
+    kernel errors are replaced by the one diagnostic of the trusted run (an error output), its
+    stderr shown as stdout (the verdict alone decides). The trusted runs come after the last
+    cell, so nothing the student's code saw of the hidden calls can reach a stored output.
+    Afterwards `findings` holds what the kernel reported (sandbox_violation / suspicious_code).
+    """
+
+    timeout = Integer(10, help="seconds one cell (or one call of a hidden check) may run "
+                      "before it is interrupted").tag(config=True)
     notebook_timeout = Integer(60, help="seconds for the whole notebook; later cells are not run "
                                "and get a CellTimeoutError output").tag(config=True)
     memory_limit = Integer(2 * GIB, help="address-space cap of the kernel in bytes "
                            "(allocations beyond it raise MemoryError)").tag(config=True)
     file_size_limit = Integer(256 << 20, help="largest file the kernel may write, in bytes").tag(config=True)
+    process_limit = Integer(64, help="processes and threads of one sandbox (RLIMIT_NPROC)").tag(config=True)
+    scratch_size = Integer(256 << 20, help="bytes of the kernel's writable home folder").tag(config=True)
+    sandbox = Bool(True, help="run each kernel in a bubblewrap sandbox (coursekit grade --no-sandbox "
+                   "turns it off)").tag(config=True)
+    show_hidden_inputs = Bool(False, help="diagnostics of hidden checks quote their inputs (by default "
+                              "they describe them by kind)").tag(config=True)
+    shutdown_kernel = "immediate"  # the sandbox goes with its kernel; nothing in it needs a clean exit
+    replay = Bool(False, help="internal: this run only re-judges the test cells of a kernel that died later")
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
+        super().__init__(*args, **kwargs)
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        km.limits = Limits(memory=self.memory_limit, file_size=self.file_size_limit,
+                           processes=self.process_limit, scratch=self.scratch_size)
+        km.sandboxed = self.sandbox
+        return km
 
     def preprocess(self, nb, resources=None, km=None):
         self.extra_arguments = [arg for arg in self.extra_arguments if "IPKernelApp" not in arg] + [
-            f"--IPKernelApp.exec_lines={[startup_line(self.memory_limit, self.file_size_limit)]!r}",
-            "--IPKernelApp.log_level=ERROR"]  # not the kernel's TCP warning on every start
+            f"--IPKernelApp.exec_lines={[ARM_LINE]!r}",
+            "--IPKernelApp.log_level=CRITICAL"]  # not the kernel's connection notes on every start
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: tuple[str, str] | None = None
-        return super().preprocess(nb, resources, km)
+        self._pending: list[tuple[NotebookNode, dict]] = []
+        self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
+        self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
+        self._replay_findings: dict[str, list] = {}
+        self.findings: dict[str, list] = {}
+        self._tests = test_sources(resources)
+        NotebookClient.__init__(self, nb, km)
+        self.reset_execution_trackers()
+        self._check_assign_resources(resources)
+        with self.setup_kernel():
+            manager = self.km
+            info = self.wait_for_reply(self.kc.kernel_info())
+            self.nb.metadata["language_info"] = info["content"]["language_info"]
+            started = len(manager.sandbox_processes())
+            for index, cell in enumerate(self.nb.cells):
+                self.preprocess_cell(cell, resources, index)
+            self.judge_tests(resources)
+            self.collect_findings(manager, started)
+        self.check_teardown(manager)
+        self.nb.metadata[FINDINGS] = self.findings  # for coursekit grade's record(); replaces any student value
+        return self.nb, self.resources
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.source.strip():
@@ -79,13 +150,183 @@ class SandboxExecute(Execute):
         if self._stopped is not None:
             cell.outputs.append(error_output(*self._stopped))
             return cell, resources
+        test = self._tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
         try:
-            return super().preprocess_cell(cell, resources, index)
-        except DeadKernelError:
+            if test is None:
+                return super().preprocess_cell(cell, resources, index)
+            snapshot = self.ask(SNAPSHOT)  # the student's names as this cell finds them
+            source = cell.source
+            cell.source = visible_test_code(test)  # the kernel never receives hidden test text
+            try:
+                super().preprocess_cell(cell, resources, index)
+            finally:
+                cell.source = source
+            self._pending.append((cell, snapshot))
+        except (DeadKernelError, trusted.KernelDied):
             cell.outputs.append(error_output(KERNEL_DIED, "the kernel died while running this cell "
                                              "(os._exit, a crash, or memory beyond the cap)"))
             self._stopped = (KERNEL_DIED, "not run: the kernel died in an earlier cell")
-            return cell, resources
+        except trusted.GraderAbort as abort:
+            cell.outputs.append(error_output(abort.ename, abort.message))
+        return cell, resources
+
+    # ---- the trusted half of the test cells
+
+    def judge_tests(self, resources) -> None:
+        """Decide each test cell by running its whole source here (see coursekit.grading.trusted)."""
+        options = {"_SHOW_HIDDEN_INPUTS": self.show_hidden_inputs}
+        for cell, snapshot in self._pending:
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            self._kernel_errors += [[o.ename, o.evalue[:200]] for o in errors]  # for the error flag
+            cell.outputs = [_as_stdout(o) for o in cell.outputs if o.output_type != "error"]
+            stopped = next((o.ename for o in errors if o.ename in (TIMED_OUT, KERNEL_DIED)), None)
+            if stopped == TIMED_OUT:
+                failure = trusted.Failure(TIMED_OUT, f"运行超过 {self.timeout} 秒，已中断（死循环？）")
+            elif stopped == KERNEL_DIED:
+                failure = trusted.Failure(KERNEL_DIED, "内核在运行这个单元格时退出（os._exit、崩溃或内存超限）")
+            elif time.monotonic() > self._deadline:
+                failure = trusted.Failure(TIMED_OUT, "没有运行：达到整本笔记本的时间上限"
+                                          f"（{self.notebook_timeout} 秒）")
+            else:
+                grade_id = cell.metadata.nbgrader.grade_id
+                failure = trusted.run_test_cell(self._tests[grade_id], grade_id, snapshot, self, options)
+                if failure is not None and failure.ename == KERNEL_DIED and not self.replay:
+                    return self.judge_in_replay(resources)  # it died after its test cells ran
+            if failure is not None:
+                cell.outputs.append(error_output(failure.ename, failure.evalue))
+
+    def judge_in_replay(self, resources) -> None:
+        """The kernel died after the test cells (`exit()` in a later cell): run the notebook again
+        up to the last test cell in a fresh sandbox and take that run's verdicts."""
+        positions = [next(k for k, c in enumerate(self.nb.cells) if c is cell) for cell, _ in self._pending]
+        again = nbformat.from_dict(copy.deepcopy(self.nb))
+        again.cells = again.cells[: max(positions) + 1]
+        for cell in again.cells:
+            if cell.cell_type == "code":
+                cell.outputs = []
+        replay = SandboxExecute(config=self.config, replay=True)
+        replay.preprocess(again, copy.deepcopy(resources))
+        for position, (cell, _) in zip(positions, self._pending, strict=True):
+            verdict = [o for o in again.cells[position].outputs if o.output_type == "error"]
+            cell.outputs = [_as_stdout(o) for o in cell.outputs if o.output_type != "error"] + verdict
+        self._replay_findings = replay.findings
+
+    def call(self, ref: int, payload: str) -> dict:
+        """trusted.Kernel: one call of a student's function, with the cell timeout."""
+        limit = min(self.timeout, max(1.0, self._deadline - time.monotonic()))
+        reply = self.ask(f"{KERNEL}.call({int(ref)}, {payload!r})", limit)
+        _own_classes(reply.get("value") if isinstance(reply, dict) else None, self._own_classes)
+        return reply
+
+    def ask(self, expression: str, timeout: float | None = None) -> dict:
+        """Evaluate a kernel_side expression in a silent request; return its decoded JSON reply."""
+        return run_sync(self._async_ask)(expression, timeout or self.timeout)
+
+    async def _async_ask(self, expression: str, timeout: float) -> dict:
+        if self._stopped and self._stopped[0] == KERNEL_DIED:
+            raise trusted.KernelDied("内核已经退出，检查无法运行")
+        msg_id = self.kc.execute("", silent=True, store_history=False, allow_stdin=False,
+                                 user_expressions={"r": expression})
+        deadline, interrupted = time.monotonic() + timeout, False
+        while True:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                if interrupted:  # the student's code ignores interrupts: end the sandbox
+                    await ensure_async(self.km.shutdown_kernel(now=True))
+                    self._stopped = (KERNEL_DIED, "not run: the kernel was stopped after a timeout")
+                    raise trusted.KernelTimeout(f"运行超过 {timeout:g} 秒，内核无法中断，已结束")
+                await ensure_async(self.km.interrupt_kernel())
+                deadline, interrupted = time.monotonic() + 5, True
+                continue
+            try:
+                msg = await self.kc.shell_channel.get_msg(timeout=min(wait, 1.0))
+            except queue.Empty:
+                if not await ensure_async(self.km.is_alive()):
+                    self._stopped = (KERNEL_DIED, "not run: the kernel died in an earlier cell")
+                    raise trusted.KernelDied("内核在检查时退出（os._exit、崩溃或内存超限）") from None
+                continue
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if interrupted:
+                raise trusted.KernelTimeout(f"运行超过 {timeout:g} 秒，已中断（死循环？）")
+            try:
+                reply = msg["content"]["user_expressions"]["r"]["data"]["application/json"]["reply"]
+                if not isinstance(reply, str) or len(reply) > trusted.MAX_REPLY:
+                    raise ValueError("not a reply")
+                return json.loads(reply)
+            except (KeyError, TypeError, ValueError):
+                raise trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）") from None
+
+    # ---- what the kernel and its sandbox report
+
+    def collect_findings(self, manager: SandboxKernelManager, started: int) -> None:
+        """sandbox_violation and suspicious_code details: the kernel's records and processes left."""
+        violations, patched = [], []
+        if not (self._stopped and self._stopped[0] == KERNEL_DIED):
+            try:
+                report = self.ask(REPORT)
+                for kind, detail in report.get("events", [])[:40]:
+                    (patched if kind in ("frames", "trace", "ctypes") else violations).append(f"{kind}: {detail}")
+                patched += [str(name) for name in report.get("patched", [])[:20]]
+            except (trusted.GraderAbort, AttributeError, TypeError, ValueError):
+                patched.append("the grader's helpers in the kernel")
+        patched += [f"returned its own {name}" for name in sorted(self._own_classes)]
+        if any(has_active_content(cell) for cell in self.nb.cells):
+            patched.append("active content in outputs or text (removed)")
+        if manager.sandboxed and manager.has_kernel:
+            left = len(manager.sandbox_processes()) - started
+            if left > 0:
+                violations.append(f"processes left: {left}")
+        again = self._replay_findings
+        self.findings = {"sandbox_violation": list(dict.fromkeys(violations + again.get("sandbox_violation", []))),
+                         "suspicious_code": list(dict.fromkeys(patched + again.get("suspicious_code", []))),
+                         "kernel_errors": self._kernel_errors + again.get("kernel_errors", [])}
+
+    def check_teardown(self, manager: SandboxKernelManager) -> None:
+        """No process of the sandbox may outlive its kernel; end any that did and say so."""
+        survivors = []
+        if manager.namespace:
+            deadline = time.monotonic() + 5
+            while (survivors := processes_in(manager.namespace)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            for pid in survivors:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        manager.remove_socket_dir()
+        if survivors:
+            self.findings.setdefault("sandbox_violation", []).append(
+                f"processes outlived the sandbox: {len(survivors)}, killed")
+
+
+def test_sources(resources: dict | None) -> dict[str, str]:
+    """grade id -> source of each test cell (locked code cells), from the gradebook nbgrader grades
+    against: the trusted runs execute these, never a notebook's text. Empty outside autograde."""
+    info = (resources or {}).get("nbgrader", {})
+    if not info.get("db_url"):
+        return {}
+    with Gradebook(info["db_url"]) as gb:
+        cells = gb.find_notebook(info["notebook"], info["assignment"]).source_cells
+        return {c.name: c.source for c in cells if c.locked and c.cell_type == "code"}
+
+
+def _own_classes(value, found: set[str], depth: int = 0) -> None:
+    """Names of subclasses defined in the student's notebook (`__main__`) inside a call's result."""
+    if depth > 40:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _own_classes(item, found, depth + 1)
+    elif isinstance(value, dict):
+        if value.get("$") == "sub" and str(value.get("type", "")).startswith("__main__."):
+            found.add(f"{value.get('base')} subclass {str(value['type'])[9:49]}")
+        for item in value.values():
+            _own_classes(item, found, depth + 1)
+
+
+def _as_stdout(output: NotebookNode) -> NotebookNode:
+    if output.output_type == "stream" and output.name == "stderr":
+        output.name = "stdout"
+    return output
 
 
 class CapOutput(LimitOutput):
@@ -157,7 +398,95 @@ class HideHiddenTests(NbGraderPreprocessor):
             cell.source = visible + "\n# （另有隐藏测试，源代码不在反馈中显示）"
         for k, output in enumerate(cell.outputs):
             if output.output_type == "error":
-                message = f"{output.ename}: {output.evalue}" if output.evalue else output.ename
                 cell.outputs[k] = nbformat.v4.new_output("stream", name="stderr",
-                                                         text=f"未通过：{message}\n")
+                                                         text=f"未通过：{output.evalue or output.ename}\n")
         return cell, resources
+
+
+def _instructors(cell: NotebookNode) -> bool:
+    """A locked, non-solution cell with a grade id: nbgrader restored its source from the gradebook."""
+    info = cell.metadata.get("nbgrader", {})
+    return bool(info.get("grade_id") and info.get("locked") and not info.get("solution"))
+
+
+def has_active_content(cell: NotebookNode) -> bool:
+    """Scripts, event handlers, javascript: links or frames in student text or outputs."""
+    if cell.cell_type in ("markdown", "raw"):
+        return not _instructors(cell) and bool(ACTIVE.search(cell.source))
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if any(mime not in SAFE_MIME | SANITIZED_MIME for mime in data):
+            return True
+        if any(ACTIVE.search(v if isinstance(v, str) else "".join(v)) for m, v in data.items() if m in SANITIZED_MIME):
+            return True
+    return False
+
+
+class SanitizeStudentContent(NbGraderPreprocessor):
+    """Nothing a student wrote or printed can run in the instructor's (or a student's) browser.
+
+    Code outputs keep text, images and sanitised HTML/Markdown (bleach: no scripts, event
+    handlers, javascript: links, iframes, styles); every other type (JavaScript, SVG, LaTeX,
+    widgets) becomes a line of text. Markdown and raw cells are sanitised unless they are the
+    instructor's (a locked, non-solution cell that nbgrader restored from the gradebook), and
+    widget state is dropped from the notebook metadata.
+    """
+
+    def preprocess(self, nb, resources):
+        nb.metadata.pop("widgets", None)
+        return super().preprocess(nb, resources)
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if cell.cell_type in ("markdown", "raw") and not _instructors(cell):
+            cell.source = clean_markdown(cell.source)
+        elif cell.cell_type == "code":
+            cell.outputs = [sanitize_output(o) for o in cell.outputs]
+        return cell, resources
+
+
+SAFE_TAGS = {"a", "abbr", "acronym", "b", "blockquote", "br", "code", "dd", "del", "div", "dl", "dt", "em",
+             "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "kbd", "li", "ol", "p", "pre", "q", "s", "samp",
+             "small", "span", "strong", "sub", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr",
+             "tt", "u", "ul", "var"}
+SAFE_ATTRIBUTES = {"*": ["class", "title"], "a": ["href"], "td": ["colspan", "rowspan", "align"],
+                   "th": ["colspan", "rowspan", "align"]}
+SAFE_SCHEMES = {"http", "https", "mailto"}
+SAFE_MIME = {"text/plain", "image/png", "image/jpeg", "image/gif"}
+SANITIZED_MIME = {"text/html", "text/markdown"}
+ACTIVE = re.compile(r"<\s*(script|iframe|object|embed)\b|\bon[a-z]+\s*=|javascript:", re.I)
+
+
+def clean_html(text: str) -> str:
+    """Escape every tag and attribute outside a small safe list (links: http, https, mailto only)."""
+    return bleach.clean(text, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, protocols=SAFE_SCHEMES,
+                        strip=False, strip_comments=True)
+
+
+def clean_markdown(text: str) -> str:
+    """clean_html, and Markdown links and link definitions whose target is not http(s), mailto or
+    a relative path are broken (`](` becomes `]\\(`), so `[x](javascript:...)` renders as text."""
+    def guard(match: re.Match) -> str:
+        target = re.sub(r"[\x00-\x20<>]", "", html.unescape(match.group(2))).lower()
+        scheme = re.match(r"[a-z][a-z0-9+.-]*:", target)
+        if scheme and scheme.group(0)[:-1] not in SAFE_SCHEMES:
+            return match.group(1) + "\\" + match.group(0)[len(match.group(1)):]
+        return match.group(0)
+    text = clean_html(text)
+    text = re.sub(r"(\])\(\s*([^)\s]*)", guard, text)
+    return re.sub(r"(?m)^( {0,3}\[[^\]]+\]):\s*(\S*)", guard, text)
+
+
+def sanitize_output(output: NotebookNode) -> NotebookNode:
+    if "data" not in output:
+        return output
+    removed = []
+    for mime in list(output.data):
+        value = output.data[mime]
+        if mime in SANITIZED_MIME:
+            output.data[mime] = clean_html(value if isinstance(value, str) else "".join(value))
+        elif mime not in SAFE_MIME:
+            removed.append(mime)
+            del output.data[mime]
+    if removed and "text/plain" not in output.data:
+        output.data["text/plain"] = f"[{', '.join(removed)} output removed: only text, images and HTML are kept]"
+    return output

@@ -1,25 +1,254 @@
-"""Limits for the kernel that runs a submission; called by the kernel itself at start-up.
+"""One OS sandbox per grading kernel: bubblewrap namespaces, limits, and a count of what is left.
 
-`SandboxExecute` passes `--IPKernelApp.exec_lines=[...]` so that each grading kernel runs
-`limit_resources(...)` before any student code. Soft and hard limits are set equal, so student code
-cannot raise them again (unless the grader runs as root: see autograder/README.md).
+The kernel runs as `bwrap ... -- python -I -c <kernel_side.py> CONFIG -f CONNECTION_FILE`. Inside:
+- read-only: the Python environment (the venv, its base interpreter) and the system libraries;
+  nothing else of the filesystem exists (no course, gradebook, sources, other submissions);
+- writable: a size-capped tmpfs home (the kernel's working folder) and a private /tmp, both
+  thrown away with the sandbox, so nothing the sandbox writes ever reaches the grader's disk;
+- its own PID, network (loopback only), IPC and UTS namespaces; `--die-with-parent` and the PID
+  namespace end every process of the submission with its kernel;
+- a scrubbed environment, and the limits of `Limits` (applied by kernel_side.main()).
+The grader reaches the kernel over unix sockets (jupyter's `ipc` transport) that the kernel
+creates in its own /tmp; the grader connects to them through /proc/<pid>/root. The connection
+file is bound read-only, so the sandbox can write no host path at all.
+
+Run as root, bwrap creates no user namespace (it would map the sandbox to root, whom the process
+limit does not bind); the kernel drops to a uid of its own instead, so RLIMIT_NPROC counts that
+sandbox only. Run as another user, bwrap's user namespace does the same (Linux >= 5.14).
 """
 
 from __future__ import annotations
 
-import resource
-import signal
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from jupyter_client.kernelspec import KernelSpec
+from jupyter_client.manager import AsyncKernelManager
+
+from coursekit.grading import kernel_side
+
+HOME = "/home/student"
+INSIDE_SOCKETS = "/tmp/ck-kernel"  # the kernel's unix sockets: /tmp/ck-kernel-1 ... -5 in the sandbox
+KERNEL_SIDE = Path(kernel_side.__file__).read_text(encoding="utf-8")
+SANDBOX_UID_BASE = 1_000_000  # root only: sandbox uid = base + the grading worker's pid
+FIX = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
+       "bubblewrap) on Linux with unprivileged user namespaces, or grade with --no-sandbox "
+       "(make grade GRADE_ARGS=--no-sandbox; every row is then flagged unsandboxed); see "
+       "autograder/README.md, 'The grading sandbox'")
 
 
-def limit_resources(memory_bytes: int, file_bytes: int) -> None:
-    """Cap the address space (allocations beyond it raise MemoryError) and the size of written files."""
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    # A write past RLIMIT_FSIZE raises OSError (EFBIG) instead of killing the kernel with SIGXFSZ.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+@dataclass(frozen=True)
+class Limits:
+    """What one grading kernel may use."""
+
+    memory: int = 2 << 30       # address space; bigger allocations raise MemoryError
+    file_size: int = 256 << 20  # largest file written
+    processes: int = 64         # processes and threads of the sandbox (ipykernel itself uses ~10)
+    scratch: int = 256 << 20    # the writable home (tmpfs)
+    tmp: int = 64 << 20         # the private /tmp (tmpfs)
+
+    def rlimits(self, sandboxed: bool) -> dict[str, int]:
+        limits = {"RLIMIT_AS": self.memory, "RLIMIT_FSIZE": self.file_size, "RLIMIT_CORE": 0}
+        if sandboxed:  # outside a sandbox RLIMIT_NPROC would count all of the grader's processes
+            limits["RLIMIT_NPROC"] = self.processes
+        return limits
 
 
-def startup_line(memory_bytes: int, file_bytes: int) -> str:
-    """The kernel `exec_lines` entry that applies the limits and leaves no name behind."""
-    return (f"import coursekit.grading.sandbox as _ck_sandbox; "
-            f"_ck_sandbox.limit_resources({memory_bytes}, {file_bytes}); del _ck_sandbox")
+def sandbox_uid() -> int | None:
+    """The uid the kernel drops to when bwrap runs as root (None: bwrap maps the caller's uid)."""
+    return SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 else None
+
+
+def python_paths() -> list[str]:
+    """Read-only paths the kernel's Python needs: its environment, base interpreter, system libraries."""
+    paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+             os.path.realpath(sys.executable)]
+    if any(p == "/usr" for p in paths):  # a system Python: its interpreter and library, not all of /usr
+        paths = [p for p in paths if p != "/usr"] + [f"/usr/lib/python{sys.version_info[0]}"
+                                                      f".{sys.version_info[1]}"]
+    paths += ["/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32", "/etc/ld.so.cache"]
+    out: list[str] = []
+    for path in paths:
+        if os.path.lexists(path) and not any(path == p or path.startswith(p + "/") for p in out):
+            out = [p for p in out if not p.startswith(path + "/")] + [path]
+    return out
+
+
+def _mkdirs(path: str, made: set[str]) -> list[str]:
+    """bwrap arguments that create the parents of path world-readable (bwrap's own are 0700)."""
+    args = []
+    parent = os.path.dirname(path)
+    chain = []
+    while parent not in ("/", "") and parent not in made:
+        chain.append(parent)
+        parent = os.path.dirname(parent)
+    for folder in reversed(chain):
+        made.add(folder)
+        args += ["--perms", "0755", "--dir", folder]
+    return args
+
+
+def bwrap_command(limits: Limits, socket_dir: str, uid: int | None) -> list[str]:
+    """The bwrap command line (up to and including `--`) for one kernel."""
+    bwrap = shutil.which("bwrap") or "bwrap"
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid",
+            "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--clearenv"]
+    if uid is None:
+        args += ["--unshare-user", "--disable-userns"]
+    else:
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    made: set[str] = set()
+    for path in python_paths():
+        if os.path.islink(path):
+            args += _mkdirs(path, made) + ["--symlink", os.readlink(path), path]
+        else:
+            args += _mkdirs(path, made) + ["--ro-bind", path, path]
+    args += ["--proc", "/proc", "--dev", "/dev",
+             "--perms", "1777", "--size", str(limits.tmp), "--tmpfs", "/tmp"]
+    args += _mkdirs(HOME, made) + ["--perms", "1777", "--size", str(limits.scratch), "--tmpfs", HOME]
+    args += _mkdirs(socket_dir, made) + ["--ro-bind", socket_dir, socket_dir, "--chdir", HOME]
+    env = {"HOME": HOME, "USER": "student", "PATH": os.path.join(sys.prefix, "bin"), "LANG": "C.UTF-8",
+           "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "agg",
+           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    for name, value in env.items():
+        args += ["--setenv", name, value]
+    return args + ["--"]
+
+
+def kernel_command(limits: Limits, sandboxed: bool, uid: int | None, probe: bool = False) -> list[str]:
+    """`python -I -c <kernel_side.py> CONFIG` (the connection-file arguments follow)."""
+    allowed = python_paths() + ["/usr", "/proc", "/dev", "/sys", "/tmp", HOME]
+    if not sandboxed:
+        allowed += [os.getcwd(), tempfile.gettempdir()]
+    config = {"uid": uid if sandboxed else None, "limits": limits.rlimits(sandboxed), "allowed": allowed,
+              "tmp": "/tmp" if sandboxed else tempfile.gettempdir(), "probe": probe}
+    return [sys.executable, "-I", "-c", KERNEL_SIDE, json.dumps(config)]
+
+
+def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str | None:
+    """Why no grading sandbox can start here (one line with the fix), or None when it can."""
+    if not sys.platform.startswith("linux"):
+        return f"the grading sandbox needs Linux namespaces (bubblewrap); this is {sys.platform}: {FIX}"
+    if shutil.which("bwrap") is None:
+        return f"bubblewrap (bwrap) is not installed: {FIX}"
+    root = str(course_root.resolve())
+    inside = [p for p in python_paths() if root == p or root.startswith(p.rstrip("/") + "/")]
+    if inside:
+        return (f"{course_root}: the course folder is inside {inside[0]}, which the sandbox must show to "
+                "the kernel; keep the course outside the Python environment")
+    limits = limits or Limits()
+    with tempfile.TemporaryDirectory(prefix="ck-probe-") as socket_dir:
+        uid = sandbox_uid()
+        os.chmod(socket_dir, 0o711)
+        command = bwrap_command(limits, socket_dir, uid) + kernel_command(limits, True, uid, probe=True)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap could not start ({exc}): {FIX}"
+    if done.returncode != 0 or "sandbox ok" not in done.stdout:
+        lines = (done.stderr or done.stdout).strip().splitlines() or [f"exit status {done.returncode}"]
+        return f"the grading sandbox did not start ({lines[-1].strip()[:200]}): {FIX}"
+    return None
+
+
+# ---------------------------------------------------------------- processes of one sandbox
+
+def pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def processes_in(namespace: str) -> list[int]:
+    """Host pids of the processes in a PID namespace (zombies included)."""
+    return [int(e) for e in os.listdir("/proc") if e.isdigit() and pid_namespace(int(e)) == namespace]
+
+
+class SandboxKernelManager(AsyncKernelManager):
+    """A kernel started by kernel_side.py, in a bwrap sandbox unless `sandboxed` is False, reached
+    over unix sockets: in the sandbox's /tmp (through /proc/<pid>/root), or without a sandbox in a
+    private folder."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.limits = Limits()
+        self.sandboxed = True
+        self.socket_dir = tempfile.mkdtemp(prefix="ck-")  # short: unix socket paths are limited to 107 bytes
+        self.transport = "ipc"
+        self.connection_file = os.path.join(self.socket_dir, "kernel.json")
+        self.namespace: str | None = None
+        self._spec = KernelSpec(argv=[], display_name="Python 3 (coursekit sandbox)", language="python",
+                                interrupt_mode="message", env={}, metadata={})
+
+    @property
+    def kernel_spec(self) -> KernelSpec:
+        return self._spec
+
+    async def _async_pre_start_kernel(self, **kw):
+        if self.sandboxed:  # the kernel's view; ports are just suffixes of the socket files
+            self.ip = INSIDE_SOCKETS
+            self.shell_port, self.iopub_port, self.stdin_port, self.hb_port, self.control_port = range(1, 6)
+        else:
+            self.ip = os.path.join(self.socket_dir, "k")
+        return await super()._async_pre_start_kernel(**kw)
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        uid = sandbox_uid() if self.sandboxed else None
+        if uid is not None:  # the kernel, as its own uid, reads the connection file (bound read-only)
+            os.chmod(self.socket_dir, 0o711)
+            os.chown(self.connection_file, uid, uid)
+        inner = kernel_command(self.limits, self.sandboxed, uid) + ["-f", self.connection_file,
+                                                                    *(extra_arguments or [])]
+        if not self.sandboxed:
+            return inner
+        return bwrap_command(self.limits, self.socket_dir, uid) + inner
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        # Student code writing to the process's own stdout/stderr (os.write) reaches no terminal.
+        kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await super()._async_launch_kernel(kernel_cmd, **kw)
+        if self.sandboxed:  # from now on this side connects through the sandbox's root
+            self.ip = f"/proc/{await self._sandbox_init()}/root{INSIDE_SOCKETS}"
+
+    async def _sandbox_init(self) -> int:
+        """Host pid of bwrap's init in the sandbox (its root is the sandbox's root)."""
+        process = self.provisioner.process
+        own = pid_namespace(os.getpid())
+        for _ in range(600):
+            inner = [p for p in children(process.pid) if pid_namespace(p) not in (own, None)]
+            if inner:
+                self.namespace = pid_namespace(inner[0])
+                return inner[0]
+            if process.poll() is not None:
+                break
+            await asyncio.sleep(0.01)
+        raise RuntimeError(f"the grading sandbox did not start (bwrap exit status {process.poll()})")
+
+    def sandbox_processes(self) -> list[int]:
+        """Processes now in this kernel's sandbox (bwrap's init and the kernel included)."""
+        return processes_in(self.namespace) if self.namespace else []
+
+    def remove_socket_dir(self) -> None:
+        shutil.rmtree(self.socket_dir, ignore_errors=True)

@@ -1,0 +1,362 @@
+"""The grading kernel's own start-up and helpers. Sent as the text of `python -c`; never imported there.
+
+The sandbox holds nothing of coursekit, so this file is the whole of the kernel's side. `main()`:
+  1. when bwrap ran as root: drops to the sandbox's own uid (so the process limit counts this
+     sandbox only), then applies the limits (memory, file size, processes, no core files);
+  2. installs an audit hook, disarmed until the kernel's exec_lines call `arm()` (the kernel's own
+     start-up is not recorded);
+  3. runs ipykernel in this process.
+The grader reaches the helpers only through user expressions of silent execute requests:
+`snapshot()` (the student's names as plain data or references), `call()` (one of those
+references with plain data) and `report()` (what the audit hook and the hook check saw).
+All of this is on the untrusted side: student code can change any of it, which only changes its
+own results and its own flags. Replies are one JSON string in plain data (see trusted.py).
+"""
+
+from __future__ import annotations
+
+import builtins
+import ipaddress
+import json
+import math
+import os
+import resource
+import runpy
+import signal
+import sys
+import threading
+import types
+
+BLANK = "______"
+SKIPPED_NAMES = {"In", "Out", "get_ipython", "exit", "quit"}
+MAX_ITEMS = 200_000       # encoded values (numbers, strings, containers) per reply
+MAX_DEPTH = 20
+MAX_EVENTS = 40           # distinct audit records kept
+WATCHED_MODULES = ("math", "random", "json", "operator", "functools", "itertools")
+SHELL_HOOKS = ("input_transformers_cleanup", "input_transformers_post", "ast_transformers")
+OWN_CALLBACK_MODULES = ("IPython", "ipykernel", "matplotlib_inline", "matplotlib")
+
+_state: dict = {"armed": False, "events": [], "refs": [], "baseline": {}}
+
+
+class _TooBig(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- plain data (same format as trusted.py)
+
+def _type_name(value) -> str:
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"[:80]
+
+
+def encode(value, budget: list, depth: int = 0):
+    """Plain data as JSON-ready values; anything else as {"$": "opaque"}."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooBig
+    kind = type(value)
+    if value is None or kind in (bool, int, str):
+        if kind is str:
+            budget[0] -= len(value) // 16
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+    if depth > MAX_DEPTH:
+        raise _TooBig
+    if kind is list:
+        return [encode(v, budget, depth + 1) for v in value]
+    if kind is tuple:
+        return {"$": "tuple", "v": [encode(v, budget, depth + 1) for v in value]}
+    if kind is dict:
+        return {"$": "dict", "v": [[encode(k, budget, depth + 1), encode(v, budget, depth + 1)]
+                                   for k, v in value.items()]}
+    for base in (bool, int, float, str, list, tuple, dict):
+        if isinstance(value, base):
+            return {"$": "sub", "base": base.__name__, "type": _type_name(value),
+                    "v": encode(base(value), budget, depth + 1)}
+    if isinstance(value, types.ModuleType):
+        return {"$": "module", "name": str(getattr(value, "__name__", ""))[:80]}
+    return {"$": "opaque", "type": _type_name(value)}
+
+
+def decode(value):
+    """The grader's arguments: JSON values, tuples, dicts and non-finite floats."""
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if isinstance(value, dict):
+        tag = value.get("$")
+        if tag == "tuple":
+            return tuple(decode(v) for v in value["v"])
+        if tag == "dict":
+            return {decode(k): decode(v) for k, v in value["v"]}
+        if tag == "float":
+            return float(value["v"])
+        raise ValueError(f"unknown tag {tag!r}")
+    return value
+
+
+def _encoded(value):
+    try:
+        return encode(value, [MAX_ITEMS])
+    except _TooBig:
+        return {"$": "opaque", "type": "too large"}
+    except Exception as exc:  # a subclass whose conversion raises
+        return {"$": "opaque", "type": f"unreadable ({type(exc).__name__})"}
+
+
+class _Reply:
+    """Shown by IPython as application/json: {"reply": "<our JSON>"}."""
+
+    def __init__(self, data) -> None:
+        self.text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+
+    def _repr_json_(self):
+        return {"reply": self.text}
+
+
+# ---------------------------------------------------------------- what the grader asks for
+
+def _user_namespace() -> dict:
+    return _state["shell"].user_ns
+
+
+def snapshot() -> _Reply:
+    """Every public name of the student's namespace: plain data, or a reference to call later."""
+    out = {}
+    for name, value in list(_user_namespace().items()):
+        if not isinstance(name, str) or name.startswith("_") or name in SKIPPED_NAMES:
+            continue
+        if callable(value) and not isinstance(value, types.ModuleType):
+            _state["refs"].append(value)
+            out[name] = {"$": "callable", "ref": len(_state["refs"]) - 1,
+                         "name": str(getattr(value, "__name__", name))[:80]}
+        else:
+            out[name] = _encoded(value)
+    return _Reply(out)
+
+
+def _builtin_base(exc: BaseException) -> str:
+    for kind in type(exc).__mro__:
+        if kind.__module__ == "builtins" and issubclass(kind, BaseException):
+            return kind.__name__
+    return "Exception"
+
+
+def call(ref: int, payload: str) -> _Reply:
+    """Call a referenced function with the grader's plain data; the result and the arguments after."""
+    data = json.loads(payload)
+    args = decode(data["args"])
+    kwargs = {k: decode(v) for k, v in data["kwargs"].items()}
+    reply: dict = {}
+    try:
+        reply["value"] = _encoded(_state["refs"][ref](*args, **kwargs))
+        reply["ok"] = True
+    except BaseException as exc:  # noqa: BLE001 - whatever the student's code raised, as a type name
+        reply["ok"] = False
+        reply["raised"] = _builtin_base(exc)
+        reply["blank"] = isinstance(exc, NameError) and getattr(exc, "name", None) == BLANK
+    reply["args"] = [_encoded(a) for a in args]
+    reply["kwargs"] = {k: _encoded(v) for k, v in kwargs.items()}
+    return _Reply(reply)
+
+
+def report() -> _Reply:
+    """What the student's code tried: audit records, then hooks and modules changed since arm()."""
+    return _Reply({"events": _state["events"], "patched": _patched()})
+
+
+# ---------------------------------------------------------------- recording (audit hook, hook check)
+
+def _record(kind: str, detail) -> None:
+    item = [kind, str(detail)[:160]]
+    if item not in _state["events"] and len(_state["events"]) < MAX_EVENTS:
+        _state["events"].append(item)
+
+
+def _outside(path) -> str | None:
+    """The absolute path when it is outside the paths the sandbox gives Python, or inside them but
+    in a folder that does not exist here (a guess at the grader's files); else None."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str):
+        return None  # a file descriptor
+    full = os.path.normpath(os.path.join(os.getcwd(), path))
+    if full.startswith(_state["cell_prefix"]):
+        return None  # ipykernel's own files of the cells' code
+    if not any(full == p or full.startswith(p.rstrip("/") + "/") for p in _state["allowed"]):
+        return full
+    folder = os.path.dirname(full)
+    while any(c in folder for c in "*?["):  # a glob pattern: its fixed part
+        folder = os.path.dirname(folder)
+    return None if os.path.isdir(folder) else full
+
+
+def _is_cell(frame) -> bool:
+    name = frame.f_code.co_filename
+    return name.startswith(("<ipython-input-", _state["cell_prefix"]))
+
+
+def _on_path(kind):
+    def handle(args):
+        full = _outside(args[0])
+        if full:
+            _record(kind, full)
+    return handle
+
+
+def _on_symlink(args):
+    _record("symlink", os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else args[0])
+
+
+def _on_connect(args):
+    address = args[1]
+    _record("network", ":".join(map(str, address)) if isinstance(address, tuple) else address)
+
+
+def _on_lookup(args):
+    try:
+        ipaddress.ip_address(args[0])  # a numeric address: its connect is recorded
+    except ValueError:
+        _record("dns", args[0])
+
+
+def _on_spawn(args):
+    program = args[0] if args[0] is not None else (args[1] or ["?"])[0]
+    if isinstance(program, (list, tuple)):
+        program = program[0] if program else "?"
+    _record("subprocess", os.path.basename(os.fsdecode(program) if isinstance(program, bytes) else str(program)))
+
+
+def _on_frame(args):
+    if args and _is_cell(args[0]):
+        _record("frames", "sys._getframe")
+
+
+HANDLERS = {
+    "open": _on_path("file"), "os.listdir": _on_path("file"), "os.scandir": _on_path("file"),
+    "glob.glob": _on_path("file"), "os.chdir": _on_path("file"), "os.remove": _on_path("file"),
+    "os.rename": _on_path("file"), "os.mkdir": _on_path("file"), "shutil.rmtree": _on_path("file"),
+    "sqlite3.connect": _on_path("file"), "os.symlink": _on_symlink, "os.link": _on_symlink,
+    "socket.connect": _on_connect, "socket.bind": _on_connect,
+    "socket.getaddrinfo": _on_lookup, "socket.gethostbyname": _on_lookup,
+    "subprocess.Popen": _on_spawn, "os.posix_spawn": _on_spawn, "os.exec": _on_spawn,
+    "os.spawn": lambda a: _on_spawn(a[1:]), "os.system": lambda a: _on_spawn([os.fsdecode(a[0]).split()[:1]]),
+    "os.fork": lambda a: _record("fork", "os.fork"), "os.forkpty": lambda a: _record("fork", "os.forkpty"),
+    "sys._getframe": _on_frame, "sys._current_frames": lambda a: _record("frames", "sys._current_frames"),
+    "sys.settrace": lambda a: _record("trace", "sys.settrace"),
+    "sys.setprofile": lambda a: _record("trace", "sys.setprofile"),
+    "ctypes.dlopen": lambda a: _record("ctypes", a[0]),
+}
+
+
+def _audit(event: str, args) -> None:
+    if not _state["armed"]:
+        return
+    handler = HANDLERS.get(event)
+    if handler is None or getattr(_local, "busy", False):
+        return
+    _local.busy = True
+    try:
+        handler(args)
+    except Exception:  # noqa: BLE001 - recording must never break the student's code
+        pass
+    finally:
+        _local.busy = False
+
+
+_local = threading.local()
+
+
+def _module_state(module) -> dict:
+    return {k: id(v) for k, v in vars(module).items()}
+
+
+def _shell_state(shell) -> dict:
+    state = {name: [id(x) for x in getattr(shell, name, [])] for name in SHELL_HOOKS}
+    state["custom_exceptions"] = [id(x) for x in shell.custom_exceptions]
+    state["events"] = {name: [id(cb) for cb in cbs if not str(getattr(cb, "__module__", "") or "")
+                              .startswith(OWN_CALLBACK_MODULES)]
+                       for name, cbs in shell.events.callbacks.items()}
+    state["methods"] = sorted(k for k in vars(shell) if k in ("run_cell", "run_ast_nodes", "run_code",
+                                                              "showtraceback", "_showtraceback"))
+    return state
+
+
+def _owner(hook) -> str:
+    """The package a hook comes from; IPython swaps its own hooks in and out around each cell."""
+    module = getattr(hook, "__module__", None) or type(hook).__module__
+    return "own" if str(module).split(".")[0] in ("IPython", "ipykernel", "sys", "builtins") else str(module)
+
+
+def _sys_state() -> dict:
+    return {"excepthook": _owner(sys.excepthook), "displayhook": _owner(sys.displayhook),
+            "meta_path": [id(x) for x in sys.meta_path], "path_hooks": [id(x) for x in sys.path_hooks]}
+
+
+def arm() -> None:
+    """Called from the kernel's exec_lines, just before the first cell: take the baseline, start recording."""
+    import IPython
+
+    shell = IPython.get_ipython()
+    _state["shell"] = shell
+    _state["baseline"] = {"builtins": _module_state(builtins), "shell": _shell_state(shell), "sys": _sys_state(),
+                          "modules": {m: _module_state(sys.modules[m]) for m in WATCHED_MODULES
+                                      if m in sys.modules}}
+    _state["armed"] = True
+
+
+def _patched() -> list[str]:
+    base = _state["baseline"]
+    changed = []
+    now = _module_state(builtins)
+    ipython_own = set(getattr(_state["shell"].builtin_trap, "auto_builtins", {}))  # exit, quit, get_ipython
+    changed += [f"builtins.{k}" for k in sorted(set(now) | set(base["builtins"]))
+                if now.get(k) != base["builtins"].get(k) and not k.startswith("_") and k not in ipython_own]
+    for name, before in base["modules"].items():
+        after = _module_state(sys.modules.get(name, types.ModuleType(name)))
+        changed += [f"{name}.{k}" for k in sorted(set(after) | set(before))
+                    if after.get(k) != before.get(k) and not k.startswith("_")]
+    shell_now = _shell_state(_state["shell"])
+    for key, before in base["shell"].items():
+        if key == "events":
+            changed += [f"events.{name}" for name, cbs in shell_now["events"].items() if cbs != before.get(name, [])]
+        elif shell_now[key] != before:
+            changed.append(key if key != "methods" else "shell methods")
+    changed += [f"sys.{k}" for k, v in _sys_state().items() if v != base["sys"][k]]
+    if sys.gettrace() is not None or sys.getprofile() is not None or threading._trace_hook is not None:
+        changed.append("sys.settrace")
+    return changed[:20]
+
+
+# ---------------------------------------------------------------- start-up
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    uid = config.get("uid")
+    if uid is not None and os.getuid() == 0:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    for name, value in config["limits"].items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE raises OSError instead
+    _state["allowed"] = config["allowed"]
+    _state["cell_prefix"] = os.path.join(config.get("tmp", "/tmp"), "ipykernel_")
+    sys.modules["_coursekit_kernel"] = module = types.ModuleType("_coursekit_kernel")
+    for helper in (arm, snapshot, call, report):
+        setattr(module, helper.__name__, helper)
+    sys.addaudithook(_audit)
+    if config.get("probe"):
+        worker = threading.Thread(target=lambda: None)
+        worker.start()
+        worker.join()
+        import ipykernel  # noqa: F401 - the kernel's own package must import inside the sandbox
+        print("sandbox ok")
+        return
+    sys.argv = ["ipykernel_launcher", *sys.argv[2:]]
+    runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()

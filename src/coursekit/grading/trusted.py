@@ -1,0 +1,293 @@
+"""The trusted half of a test cell: its whole source (visible and hidden) runs here, in the grader.
+
+The student's kernel only ever runs a test cell's visible lines. Here the cell's source runs with
+`exec` in a fresh namespace holding the student's names that the source mentions, taken from the
+kernel just before the kernel ran that cell:
+- plain data (lists, floats, ints, str, bool, None, tuples, dicts) as values of the grader's own
+  types; a subclass of one of them (numpy.float64, a list whose `==` is always True) as a grader
+  type of the same base, so `==` and `type(x) is float` mean what they say; anything else as
+  `Opaque`, which equals nothing;
+- functions and classes as `Proxy`: a call sends plain data to the kernel, runs the student's
+  function there and brings back the result (and each list or dict argument as the function left
+  it, written back in place, for the mutation checks) as plain data; what it raised comes back as
+  its builtin exception type only.
+No student code runs in this process and nothing the student wrote is evaluated here: replies are
+JSON, decoded into the types above. Messages of failures never quote student text.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import json
+import re
+import traceback
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+BLANK = "______"
+FILENAME = "<test cell>"
+HIDDEN_BLOCK = re.compile(r"^### BEGIN HIDDEN TESTS$(.*?)^### END HIDDEN TESTS$", re.M | re.S)
+SAFE_MODULES = {"math", "cmath", "random", "statistics", "fractions", "decimal", "itertools", "functools",
+                "operator", "collections", "string", "re", "json", "copy"}
+MAX_REPLY = 64 << 20
+
+
+# ---------------------------------------------------------------- what the kernel sends back
+
+class Opaque:
+    """A value of the student's kernel that is not plain data: equal to nothing, usable for nothing."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name} from the student's kernel>"
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+def _foreign(base: type) -> type:
+    return type(f"Student{base.__name__.capitalize()}", (base,), {"type_name": "", "__module__": __name__})
+
+
+FOREIGN = {base.__name__: _foreign(base) for base in (int, float, str, list, tuple, dict)}
+BASES = {"int": int, "float": float, "str": str, "list": list, "tuple": tuple, "dict": dict}
+
+
+class ReplyError(Exception):
+    """The kernel's reply is not in the protocol's format."""
+
+
+def decode(value: Any, depth: int = 0) -> Any:
+    """A reply value as grader-side data (see kernel_side.encode for the format)."""
+    if depth > 40:
+        raise ReplyError("nested too deeply")
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is list:
+        return [decode(v, depth + 1) for v in value]
+    if kind is not dict:
+        raise ReplyError(f"unexpected {kind.__name__}")
+    tag = value.get("$")
+    if tag == "tuple" and type(value.get("v")) is list:
+        return tuple(decode(v, depth + 1) for v in value["v"])
+    if tag == "dict" and type(value.get("v")) is list:
+        pairs = [decode(pair, depth + 1) for pair in value["v"]]
+        if not all(type(p) is list and len(p) == 2 for p in pairs):
+            raise ReplyError("bad dict")
+        try:
+            return {k: v for k, v in pairs}
+        except TypeError:
+            return Opaque("dict")
+    if tag == "float" and value.get("v") in ("nan", "inf", "-inf"):
+        return float(value["v"])
+    if tag == "sub" and value.get("base") in BASES:
+        inner = decode(value.get("v"), depth + 1)
+        base = BASES[value["base"]]
+        if type(inner) is not base:
+            raise ReplyError("bad subclass value")
+        out = FOREIGN[value["base"]](inner)
+        out.type_name = str(value.get("type", ""))[:80]
+        return out
+    if tag in ("opaque", "module"):
+        return Opaque(str(value.get("type") or value.get("name") or "object")[:80])
+    raise ReplyError(f"unknown value {str(tag)[:20]!r}")
+
+
+def to_plain(value: Any, depth: int = 0) -> Any:
+    """The grader's argument in the protocol's format (grader-side types only)."""
+    if depth > 40:
+        raise ValueError("nested too deeply")
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if isinstance(value, float):
+        value = float(value)
+        return value if value == value and abs(value) != float("inf") else {"$": "float", "v": repr(value)}
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        return (int if isinstance(value, int) else str)(value)
+    if isinstance(value, list):
+        return [to_plain(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return {"$": "tuple", "v": [to_plain(v, depth + 1) for v in value]}
+    if isinstance(value, dict):
+        return {"$": "dict", "v": [[to_plain(k, depth + 1), to_plain(v, depth + 1)] for k, v in value.items()]}
+    raise TypeError(f"{type(value).__name__} cannot be sent to the student's kernel")
+
+
+# ---------------------------------------------------------------- calling into the kernel
+
+class Kernel(Protocol):
+    def call(self, ref: int, payload: str) -> dict:
+        """Run kernel_side.call(ref, payload) in the student's kernel; return its decoded JSON reply."""
+
+
+class GraderAbort(BaseException):
+    """Ends a test cell's run; not an Exception, so the test's own `except Exception` cannot catch it."""
+
+    ename = "GraderError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class KernelTimeout(GraderAbort):
+    ename = "CellTimeoutError"
+
+
+class KernelDied(GraderAbort):
+    ename = "DeadKernelError"
+
+
+class InvalidReply(GraderAbort):
+    ename = "InvalidReply"
+
+
+def student_exception(base_name: str, function: str, blank: bool) -> Exception:
+    """What the student's function raised, as an instance of its builtin exception type."""
+    base = getattr(builtins, str(base_name), None)
+    if not (isinstance(base, type) and issubclass(base, Exception)):
+        base = Exception  # SystemExit, KeyboardInterrupt and unknown names: an ordinary error here
+    for kind in base.__mro__:
+        try:
+            exc = kind()
+            break
+        except TypeError:  # e.g. UnicodeDecodeError needs arguments
+            continue
+    exc.student_function = function
+    exc.student_blank = bool(blank)
+    return exc
+
+
+class Proxy:
+    """A function (or class) of the student's kernel, called with plain data."""
+
+    def __init__(self, kernel: Kernel, ref: int, name: str) -> None:
+        self._kernel, self._ref, self.__name__ = kernel, ref, name
+
+    def __repr__(self) -> str:
+        return f"<{self.__name__} in the student's kernel>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        payload = json.dumps({"args": [to_plain(a) for a in args],
+                              "kwargs": {str(k): to_plain(v) for k, v in kwargs.items()}}, allow_nan=False)
+        reply = self._kernel.call(self._ref, payload)
+        try:
+            after = [decode(a) for a in reply["args"]]
+            after_kw = {k: decode(reply["kwargs"][k]) for k in kwargs}
+            for sent, now in [*zip(args, after, strict=True), *((kwargs[k], after_kw[k]) for k in kwargs)]:
+                _write_back(sent, now)
+            if reply["ok"] is True:
+                return decode(reply["value"])
+            exc = student_exception(reply["raised"], self.__name__, reply.get("blank") is True)
+        except (KeyError, TypeError, ValueError, ReplyError) as exc:
+            raise InvalidReply(f"{self.__name__} 的结果无法读取（{type(exc).__name__}）") from None
+        raise exc
+
+
+def _write_back(sent: Any, now: Any) -> None:
+    """Apply the kernel's changes to a list or dict argument to the grader's own object."""
+    if isinstance(sent, list) and isinstance(now, list):
+        sent[:] = now
+    elif isinstance(sent, dict) and isinstance(now, dict):
+        sent.clear()
+        sent.update(now)
+
+
+# ---------------------------------------------------------------- running one test cell
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed test cell: the error output's ename and its one diagnostic message."""
+
+    ename: str
+    evalue: str
+
+
+def mentioned_names(source: str) -> set[str]:
+    return {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
+
+
+def student_names(source: str, snapshot: dict, kernel: Kernel) -> dict[str, Any]:
+    """The snapshot's public names that the source mentions, as values and proxies."""
+    names: dict[str, Any] = {}
+    for name in sorted(mentioned_names(source)):
+        entry = snapshot.get(name)
+        if name.startswith("_") or entry is None and name not in snapshot:
+            continue
+        if type(entry) is dict and entry.get("$") == "callable" and type(entry.get("ref")) is int:
+            names[name] = Proxy(kernel, entry["ref"], name)
+        elif type(entry) is dict and entry.get("$") == "module":
+            module = str(entry.get("name"))
+            names[name] = importlib.import_module(module) if module in SAFE_MODULES else Opaque(module)
+        else:
+            try:
+                names[name] = decode(entry)
+            except ReplyError:
+                names[name] = Opaque("unreadable")
+    return names
+
+
+def hidden_lines(source: str) -> set[int]:
+    """1-based numbers of the lines inside `### BEGIN/END HIDDEN TESTS` (markers included)."""
+    lines: set[int] = set()
+    for match in HIDDEN_BLOCK.finditer(source):
+        first = source.count("\n", 0, match.start()) + 1
+        lines.update(range(first, first + match.group(0).count("\n") + 1))
+    return lines
+
+
+def run_test_cell(source: str, title: str, snapshot: dict, kernel: Kernel,
+                  options: dict | None = None) -> Failure | None:
+    """Run a test cell's whole source here; None if it passed, else the failure to show."""
+    namespace = {"__name__": "__main__", "__builtins__": builtins, **student_names(source, snapshot, kernel),
+                 **(options or {})}
+    try:
+        exec(compile(source, FILENAME, "exec"), namespace)  # noqa: S102 - the instructor's test source
+    except GraderAbort as abort:
+        return Failure(abort.ename, f"{_where(source, abort)}{abort.message}")
+    except Exception as exc:  # noqa: BLE001 - any failure of the test is the student's 0
+        return Failure(type(exc).__name__, _message(source, title, exc))
+    return None
+
+
+def _line(source: str, exc: BaseException) -> int | None:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == FILENAME]
+    return frames[-1].lineno if frames else None
+
+
+def _where(source: str, exc: BaseException) -> str:
+    number = _line(source, exc)
+    if number is None:
+        return ""
+    if number in hidden_lines(source):
+        return "隐藏检查："
+    return f"可见检查 `{source.split(chr(10))[number - 1].strip()}`："
+
+
+def _message(source: str, title: str, exc: Exception) -> str:
+    """The one diagnostic: the test's own message, else which check failed and how."""
+    text = str(exc).strip()
+    function = getattr(exc, "student_function", None)
+    if function is not None:  # raised by the student's code: its message is never shown
+        if getattr(exc, "student_blank", False):
+            return f"{_where(source, exc)}代码里还有 {BLANK} 没有填写（{function} 抛出 NameError）"
+        if text and text != type(exc).__name__:  # the test replaced the message (exc.args = ...)
+            return text
+        return f"{_where(source, exc)}{function} 抛出 {type(exc).__name__}"
+    if isinstance(exc, AssertionError):
+        if text:
+            return text
+        number = _line(source, exc)
+        if number is not None and number not in hidden_lines(source):
+            return f"{_where(source, exc)}不成立"
+        return f"{title}：未通过一项隐藏检查"
+    if isinstance(exc, NameError) and getattr(exc, "name", None):
+        return f"{exc.name} 没有定义：练习单元格没有运行到定义它的地方（前面出错了？）"
+    return f"{_where(source, exc)}{type(exc).__name__}（返回值的类型或结构不对？）"

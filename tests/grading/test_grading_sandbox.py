@@ -1,0 +1,171 @@
+"""The grading sandbox itself: what a kernel in it sees, the refusal without it, --no-sandbox, and the
+sanitiser of student content."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import REPO, read_rows
+from submission_kinds import k_correct
+
+from coursekit.cli import main
+from coursekit.grading import sandbox
+from coursekit.grading.course import Course
+from coursekit.grading.preprocessors import ARM_LINE, REPORT, clean_markdown, sanitize_output
+from coursekit.grading.sandbox import HOME, Limits, SandboxKernelManager, unavailable_reason
+
+PROBE = r'''
+import json, os, resource, socket, sys
+def tries(f):
+    try:
+        f()
+        return "ok"
+    except OSError as exc:
+        return type(exc).__name__
+print("SEEN" + json.dumps({
+    "root": sorted(os.listdir("/")), "cwd": os.getcwd(), "env": sorted(os.environ), "uid": os.getuid(),
+    "repo": sorted(os.listdir(REPO)) if os.path.isdir(REPO) else [], "usr_bin": os.path.exists("/usr/bin"),
+    "pid": os.getpid(),
+    "write_home": tries(lambda: open("x", "w").write("x")),
+    "write_venv": tries(lambda: open(os.path.join(os.path.dirname(os.__file__), "x"), "w")),
+    "write_connection": tries(lambda: open(sys.argv[sys.argv.index("-f") + 1], "a")),
+    "plant_next_to_it": tries(lambda: open(os.path.dirname(sys.argv[sys.argv.index("-f") + 1]) + "/x", "w")),
+    "net": sorted(os.listdir("/sys/class/net")) if os.path.exists("/sys/class/net") else [],
+    "tcp": tries(lambda: socket.create_connection(("127.0.0.1", 22), timeout=1)),
+    "limits": {n: resource.getrlimit(getattr(resource, n))[0]
+               for n in ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NPROC")},
+}))
+'''
+
+
+async def _run_in_sandbox(code: str) -> tuple[dict, dict, list[int]]:
+    """Run code in one sandboxed kernel; return what it printed after SEEN, its report, and the
+    processes of its sandbox left a moment after shutdown."""
+    km = SandboxKernelManager(kernel_name="python3")
+    await km.start_kernel(extra_arguments=[f"--IPKernelApp.exec_lines={[ARM_LINE]!r}"])
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=60)
+        started = len(km.sandbox_processes())
+        seen = {}
+
+        def output(msg):
+            if msg["msg_type"] == "stream" and "SEEN" in msg["content"]["text"]:
+                seen.update(json.loads(msg["content"]["text"].split("SEEN", 1)[1]))
+        await kc.execute_interactive(code, timeout=60, output_hook=output)
+        reply = await kc.execute_interactive("", timeout=60, user_expressions={"r": REPORT})
+        report = json.loads(reply["content"]["user_expressions"]["r"]["data"]["application/json"]["reply"])
+        assert len(km.sandbox_processes()) == started
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+        km.remove_socket_dir()
+    for _ in range(50):
+        if not sandbox.processes_in(km.namespace):
+            break
+        await asyncio.sleep(0.1)
+    return seen, report, sandbox.processes_in(km.namespace)
+
+
+@pytest.fixture(scope="module")
+def inside():
+    with ThreadPoolExecutor(1) as thread:  # its own event loop, whatever runs in this one (Playwright)
+        return thread.submit(asyncio.run, _run_in_sandbox(PROBE.replace("REPO", repr(str(REPO))))).result()
+
+
+def test_the_kernel_sees_python_and_its_scratch_folder_only(inside):
+    seen, _, _ = inside
+    assert set(seen["root"]) <= {"usr", "lib", "lib64", "lib32", "etc", "proc", "dev", "tmp", "home", "root", "work",
+                                 "opt"}
+    assert set(seen["repo"]) <= {".venv"} and not seen["usr_bin"]  # the repository shows its venv only
+    assert seen["cwd"] == HOME and seen["write_home"] == "ok" and seen["write_venv"] == "OSError"
+    assert seen["write_connection"] == seen["plant_next_to_it"] == "OSError"  # no host path is writable
+
+
+def test_the_kernel_has_no_network_and_a_scrubbed_environment(inside):
+    seen, report, _ = inside
+    assert seen["tcp"] == "ConnectionRefusedError"  # its own loopback: nothing listens there
+    assert set(seen["env"]) <= {"HOME", "USER", "PATH", "LANG", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND",
+                                "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PWD",
+                                "TERM", "CLICOLOR", "CLICOLOR_FORCE", "FORCE_COLOR", "PAGER", "GIT_PAGER",
+                                "PYDEVD_USE_FRAME_EVAL"}  # the last ones: set by ipykernel itself
+    assert ["network", "127.0.0.1:22"] in report["events"] and report["patched"] == []
+
+
+def test_the_kernel_has_its_own_pid_namespace_and_todays_limits(inside):
+    seen, _, _ = inside
+    limits = Limits()
+    assert seen["pid"] < 10  # bwrap's init is 1
+    assert seen["limits"] == {"RLIMIT_AS": limits.memory, "RLIMIT_FSIZE": limits.file_size,
+                              "RLIMIT_NPROC": limits.processes}
+
+
+def test_bwrap_is_missing_stops_grading_before_anyone_is_graded(released_course, tmp_path, monkeypatch, capsys):
+    course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
+    folder = tmp_path / "lms"
+    folder.mkdir()
+    nbformat.write(k_correct(nbformat.read(course.release_notebook, as_version=4)), folder / "ann.ipynb")
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    assert main(["grade", str(folder), "--course", str(course.root)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "bubblewrap (bwrap) is not installed" in err and "--no-sandbox" in err
+    assert "apt-get install bubblewrap" in err
+    assert not course.submitted_notebook("ann").exists()
+
+
+def test_no_linux_namespaces_is_named_with_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox.sys, "platform", "darwin")
+    assert "needs Linux namespaces" in unavailable_reason(tmp_path)
+
+
+def test_a_course_inside_the_python_environment_is_refused():
+    assert "keep the course outside the Python environment" in unavailable_reason(Path(sys.prefix) / "course")
+
+
+def test_nothing_of_the_sandbox_outlives_its_kernel(inside):
+    assert inside[2] == []
+
+
+@pytest.mark.slow
+def test_no_sandbox_grades_and_flags_every_row(released_course, tmp_path, monkeypatch):
+    course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
+    folder = tmp_path / "lms"
+    folder.mkdir()
+    nbformat.write(k_correct(nbformat.read(course.release_notebook, as_version=4)), folder / "ann.ipynb")
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)  # no bwrap is needed
+    assert main(["grade", str(folder), "--course", str(course.root), "--no-sandbox", "--jobs", "1"]) == 0
+    row = read_rows(course.report_csv.read_text(encoding="utf-8"))["ann"]
+    assert (row["auto_total"], row["flags"]) == ("3", "unsandboxed")
+
+
+# ---------------------------------------------------------------- student content in instructor pages
+
+@pytest.mark.parametrize("markdown", ["[x](javascript:alert(1))", "[x](  JaVa&#115;cript:alert(1))",
+                                      "[x]( <javascript:alert(1)>)", "[r]: javascript:alert(1)",
+                                      "![i](data:text/html,<script>alert(1)</script>)"])
+def test_markdown_links_to_scripts_are_broken(markdown):
+    cleaned = clean_markdown(markdown)
+    assert "\\(" in cleaned or "\\:" in cleaned
+
+
+def test_markdown_keeps_ordinary_text_links_and_math():
+    text = "**总体方差** $\\sigma^2 < 1$，见 [讲义](https://example.org/a) 与 [图](figs/a.png)"
+    assert clean_markdown(text) == text.replace("<", "&lt;")
+
+
+def test_outputs_keep_text_images_and_safe_html_only():
+    output = nbformat.v4.new_output("display_data", data={
+        "text/html": "<b>ok</b><script>alert(1)</script><img src=x onerror=alert(1)>",
+        "application/javascript": "alert(1)", "image/svg+xml": "<svg onload=alert(1)/>", "image/png": "iVBO"})
+    cleaned = sanitize_output(output)
+    assert set(cleaned.data) == {"text/html", "image/png", "text/plain"}
+    assert "<b>ok</b>" in cleaned.data["text/html"] and "<script" not in cleaned.data["text/html"]
+    assert "<img" not in cleaned.data["text/html"]
