@@ -112,10 +112,16 @@ class SandboxExecute(Execute):
         km.sandboxed = self.sandbox
         return km
 
-    def preprocess(self, nb, resources=None, km=None):
+    async def async_start_new_kernel(self, **kwargs):
+        # Here rather than in preprocess: `coursekit grade` starts a worker's next kernel ahead of time.
         self.extra_arguments = [arg for arg in self.extra_arguments if "IPKernelApp" not in arg] + [
             f"--IPKernelApp.exec_lines={[ARM_LINE]!r}",
             "--IPKernelApp.log_level=CRITICAL"]  # not the kernel's connection notes on every start
+        await super().async_start_new_kernel(**kwargs)
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own
+
+    def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: tuple[str, str] | None = None
         self._pending: list[tuple[NotebookNode, dict]] = []
@@ -135,6 +141,8 @@ class SandboxExecute(Execute):
                 self.preprocess_cell(cell, resources, index)
             self.judge_tests(resources)
             self.collect_findings(manager, started)
+        if not self.owns_km and manager.has_kernel:  # a kernel started ahead by a grading worker ends here too
+            run_sync(manager.shutdown_kernel)(now=True)
         self.check_teardown(manager)
         self.nb.metadata[FINDINGS] = self.findings  # for coursekit grade's record(); replaces any student value
         return self.nb, self.resources
