@@ -8,8 +8,6 @@
   of memory) turned into error outputs instead of a crash.
 - `CapOutput` (autograde): nbgrader's LimitOutput plus a cap on the characters of each output, so a
   submission that prints 50 MB leaves a small autograded notebook and feedback page.
-- `ReplayExecution` (autograde, used by `coursekit grade`): takes the outputs of a notebook already
-  executed by a parallel worker instead of running the kernel again.
 - `SanitizeStudentContent` (autograde): student HTML, Markdown and outputs lose active content
   before the autograded notebook is stored (formgrader and feedback show that notebook).
 - `HideHiddenTests` (generate_feedback): test cells show their visible asserts only, and failures
@@ -36,7 +34,7 @@ from nbclient.exceptions import DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import ClearSolutions, Execute, LimitOutput, NbGraderPreprocessor
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Integer
 
 from coursekit.errors import CourseError
 from coursekit.grading import trusted
@@ -354,32 +352,6 @@ class CapOutput(LimitOutput):
                         output.data.setdefault("text/plain", f"[{mime} output of {len(text)} "
                                                "characters removed]")
         return cell, resources
-
-
-class ReplayExecution(NbGraderPreprocessor):
-    """Copy outputs from the notebook a worker executed (same sanitised cells) instead of executing."""
-
-    executed_directory = Unicode("", help="folder laid out as <student>/<assignment>/<notebook>.ipynb "
-                                 "holding the executed notebooks").tag(config=True)
-
-    def preprocess(self, nb, resources):
-        info = resources["nbgrader"]
-        path = os.path.join(self.executed_directory, info["student"], info["assignment"],
-                            info["notebook"] + ".ipynb")
-        if not os.path.isfile(path):  # the worker failed: no cell counts as run
-            for cell in nb.cells:
-                if cell.cell_type == "code":
-                    cell.outputs = [error_output("GraderError", "not run: the grading worker failed")]
-            return nb, resources
-        executed = nbformat.read(path, as_version=4)
-        if [c.source for c in executed.cells] != [c.source for c in nb.cells]:
-            raise RuntimeError(f"{path}: executed notebook does not match the sanitised submission; "
-                               "run 'coursekit grade' again")
-        for cell, done in zip(nb.cells, executed.cells, strict=True):
-            if cell.cell_type == "code":
-                cell.outputs = done.outputs
-                cell.execution_count = done.execution_count
-        return nb, resources
 
 
 class HideHiddenTests(NbGraderPreprocessor):
