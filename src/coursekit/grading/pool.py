@@ -124,7 +124,7 @@ class DaskWorkers:
             raise CourseError("--scheduler needs Dask: pip install distributed (pinned in "
                               "requirements.txt)") from None
         try:
-            self.client = Client(address, timeout="20s")
+            self.client = Client(address, timeout="10s")
         except OSError as exc:
             raise CourseError(f"--scheduler {address}: cannot reach the Dask scheduler ({exc}); start "
                               "it with 'dask scheduler' and workers with 'dask worker ADDRESS'") from None
