@@ -84,7 +84,7 @@ class Runner:
     def _stop(kernel: _Kernel) -> None:
         km = kernel.executor.km
         if km is not None and km.has_kernel:
-            run_sync(km.shutdown_kernel)(now=True)  # outputs are in; nothing of the kernel is kept
+            run_sync(km.shutdown_kernel)(now=True)  # a spare that never ran: nothing of it is kept
         shutil.rmtree(kernel.scratch, ignore_errors=True)
 
     def close(self) -> None:

@@ -1,12 +1,14 @@
 """`coursekit grade SUBMISSIONS`: autograde a class from an LMS download and write the report.
 
 Steps, in order (each a function or class named below), streamed one student at a time:
+  check_sandbox    -> the OS sandbox can start here (else stop before grading anyone), or --no-sandbox
   ensure_released  -> gradebook and release notebook exist and are current
   ingest           -> one Entry per student; gradable copies in submitted/ (originals only read)
   skip             -> students the journal says are graded from the same files (an interrupted run)
   Recorder.sanitize-> nbgrader's sanitising steps, in this process (test cells from the gradebook)
-  pool             -> workers run each notebook in a fresh kernel (LocalWorkers, or DaskWorkers with
-                      --scheduler); they never see the gradebook or the course folder
+  pool             -> workers run each notebook in a fresh sandboxed kernel and judge its test cells
+                      outside it (SandboxExecute; LocalWorkers, or DaskWorkers with --scheduler);
+                      they never see the gradebook or the course folder
   Recorder.record  -> as each notebook comes back: grades into the gradebook (this process is the only
                       writer), autograded/ notebook, flags, feedback HTML, journal line
   report           -> .ingest/lesson11.json (rows and flags) and reports/lesson11.csv
@@ -37,6 +39,7 @@ from coursekit.grading.pool import DaskWorkers, LocalWorkers
 from coursekit.grading.record import Recorder
 from coursekit.grading.release import ensure_released
 from coursekit.grading.report import summary_line, write_report
+from coursekit.grading.sandbox import unavailable_reason
 
 INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it
 
@@ -52,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help="run the notebooks on a Dask cluster (e.g. tcp://10.0.0.5:8786) instead of "
                         "local processes; needs the 'distributed' package")
+    parser.add_argument("--no-sandbox", action="store_true",
+                        help="grade without the OS sandbox (student code can then reach this machine); "
+                        "every row is flagged unsandboxed")
     parser.add_argument("--regrade", action="store_true",
                         help="grade every student again, also those already graded from the same files")
 
@@ -64,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     course = Course.at(args.course)
     try:
         rows = grade(course, args.submissions, jobs=args.jobs, timeout=args.timeout,
-                     scheduler=args.scheduler, regrade=args.regrade)
+                     scheduler=args.scheduler, regrade=args.regrade, sandbox=not args.no_sandbox)
     except Interrupted as stop:
         print(f"interrupted: {stop}; run the same command again to grade the rest", file=sys.stderr)
         return INTERRUPTED
@@ -77,10 +83,13 @@ class Interrupted(Exception):
 
 
 def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None = None,
-          scheduler: str | None = None, regrade: bool = False) -> list:
+          scheduler: str | None = None, regrade: bool = False, sandbox: bool = True) -> list:
     """Run every step; return the report rows."""
+    if sandbox:
+        check_sandbox(course)
     ensure_released(course)
     config = Config(course.config)
+    config.SandboxExecute.sandbox = sandbox
     if timeout is not None:
         config.SandboxExecute.timeout = timeout
     students = Ingest(course, submissions.resolve())
@@ -108,6 +117,13 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
         recorder.close()
     write_manifest(course, submissions, entries)
     return write_report(course)
+
+
+def check_sandbox(course: Course) -> None:
+    """Stop before grading anyone when no sandbox can start here, with the reason and the fix."""
+    reason = unavailable_reason(course.root)
+    if reason:
+        raise CourseError(f"cannot grade safely: {reason}")
 
 
 def make_pool(scheduler: str | None, jobs: int, config: Config):

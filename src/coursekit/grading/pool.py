@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 
@@ -57,11 +58,15 @@ def _serve(conn: Connection, config: Config) -> None:
 
 
 class LocalWorkers:
-    """`jobs` worker processes on this machine, forked from a server that has the imports loaded."""
+    """`jobs` worker processes on this machine: children of this one, forked with its imports loaded.
+
+    Made before this process starts any thread (so forking is safe); a system without fork
+    (macOS's default, Windows) spawns them instead, and each imports coursekit once."""
 
     def __init__(self, jobs: int, config: Config):
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["coursekit.grading.execute"])  # imports paid once, not per worker
+        import coursekit.grading.execute  # noqa: F401 (loaded once here, inherited by every worker)
+
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         self.workers = []
         for _ in range(jobs):
             mine, theirs = context.Pipe()

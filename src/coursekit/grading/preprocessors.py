@@ -96,7 +96,10 @@ class SandboxExecute(Execute):
                    "turns it off)").tag(config=True)
     show_hidden_inputs = Bool(False, help="diagnostics of hidden checks quote their inputs (by default "
                               "they describe them by kind)").tag(config=True)
-    shutdown_kernel = "immediate"  # the sandbox goes with its kernel; nothing in it needs a clean exit
+    # A kernel that exits by itself is reaped inside its sandbox, so the sandbox ends at once with no
+    # process left over and its CPU time counts to the grader (a killed one's does not); see
+    # SandboxKernelManager for the short waits.
+    shutdown_kernel = "graceful"
     replay = Bool(False, help="internal: this run only re-judges the test cells of a kernel that died later")
 
     def __init__(self, *args, **kwargs):
@@ -140,7 +143,7 @@ class SandboxExecute(Execute):
             self.judge_tests(resources)
             self.collect_findings(manager, started)
         if not self.owns_km and manager.has_kernel:  # a kernel started ahead by a grading worker ends here too
-            run_sync(manager.shutdown_kernel)(now=True)
+            run_sync(manager.shutdown_kernel)(now=False)
         self.check_teardown(manager)
         self.nb.metadata[FINDINGS] = self.findings  # for coursekit grade's record(); replaces any student value
         return self.nb, self.resources

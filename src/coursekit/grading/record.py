@@ -36,7 +36,7 @@ from coursekit.grading import flags as F
 from coursekit.grading.course import ASSIGNMENT, CONFIG_FILE, NOTEBOOK, Course, put_venv_on_path
 from coursekit.grading.execute import worker_steps
 from coursekit.grading.feedback import FeedbackWriter
-from coursekit.grading.preprocessors import error_output
+from coursekit.grading.preprocessors import FINDINGS, error_output
 
 
 class Recorder:
@@ -107,15 +107,18 @@ class Recorder:
 
     def record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
         """Save the grades and files of one executed submission; return its execution flags."""
-        flags = []
+        flags = [] if self.config.SandboxExecute.get("sandbox", True) else [F.UNSANDBOXED]
         if executed is None:  # the worker could not run it: no cell counts as run
             flags.append(F.flag(F.ERROR, f"grader could not run the notebook: {failure}"))
             ran = self.sanitize(student_id)
             for cell in ran.cells:
                 if cell.cell_type == "code":
                     cell.outputs = [error_output("GraderError", "not run: the grading worker failed")]
+            ran.metadata.pop(FINDINGS, None)  # the student's, if any: only SandboxExecute writes it
+            findings = {}
         else:
             ran = nbformat.reads(executed, as_version=4)
+            findings = ran.metadata.pop(FINDINGS, {})  # written by the worker's SandboxExecute
         self.gb.update_or_create_student(student_id)
         self.gb.update_or_create_submission(ASSIGNMENT, student_id)
         resources = self._resources(student_id)
@@ -123,9 +126,11 @@ class Recorder:
             ran, resources = step(ran, resources)
         self._write_autograded(student_id, ran)
         memory = self.config.SandboxExecute.get("memory_limit", 2 << 30)
-        flags.extend(F.execution_flags(ran, f"memory capped at {memory / (1 << 30):g} GiB"))
+        flags.extend(F.execution_flags(ran, f"memory capped at {memory / (1 << 30):g} GiB",
+                                       findings.get("kernel_errors")))
         submitted = nbformat.read(self.course.submitted_notebook(student_id), as_version=4)
         flags.extend(F.fabricated_outputs(submitted, ran, self.config.CapOutput.get("max_chars", 20000)))
+        F.add_findings(flags, findings)
         self.feedback.write(student_id, ran)  # changes ran (hidden tests out), so last
         self.journal.add(student_id, key, flags)
         return flags

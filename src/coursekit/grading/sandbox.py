@@ -98,7 +98,8 @@ def _mkdirs(path: str, made: set[str]) -> list[str]:
 def bwrap_command(limits: Limits, socket_dir: str, uid: int | None) -> list[str]:
     """The bwrap command line (up to and including `--`) for one kernel."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid",
+    # --as-pid-1: kernel_side.py is the namespace's init itself (see kernel_side._init).
+    args = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--as-pid-1",
             "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--clearenv"]
     if uid is None:
         args += ["--unshare-user", "--disable-userns"]
@@ -199,6 +200,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self.transport = "ipc"
         self.connection_file = os.path.join(self.socket_dir, "kernel.json")
         self.namespace: str | None = None
+        self.shutdown_wait_time = 1.0  # then SIGTERM, then SIGKILL (a kernel that will not exit)
         self._spec = KernelSpec(argv=[], display_name="Python 3 (coursekit sandbox)", language="python",
                                 interrupt_mode="message", env={}, metadata={})
 
@@ -213,6 +215,11 @@ class SandboxKernelManager(AsyncKernelManager):
         else:
             self.ip = os.path.join(self.socket_dir, "k")
         return await super()._async_pre_start_kernel(**kw)
+
+    async def _async_wait(self, pollinterval: float = 0.1) -> None:
+        # jupyter_client checks every 0.1 s whether the kernel has exited after a shutdown request;
+        # a kernel exits within milliseconds, and every grading worker waits for it once per notebook.
+        await super()._async_wait(pollinterval=min(pollinterval, 0.005))
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         uid = sandbox_uid() if self.sandboxed else None
