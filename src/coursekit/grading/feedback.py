@@ -12,12 +12,32 @@ import os
 import shutil
 
 import nbformat
+from jinja2 import pass_context
 from nbconvert.writers import FilesWriter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.converters import GenerateFeedback
 from traitlets.config import Config
 
 from coursekit.grading.course import ASSIGNMENT, NOTEBOOK, Course
+
+
+class MarkdownOnce:
+    """HTMLExporter mixin: each distinct Markdown text is rendered once per class, not once per student
+    (the locked text cells are the same in every notebook). Cells with attachments are rendered anew."""
+
+    cache_size = 512
+
+    @pass_context
+    def markdown2html(self, context, source):
+        if context.get("cell", {}).get("attachments"):
+            return super().markdown2html(context, source)
+        key = (source, context.get("resources", {}).get("metadata", {}).get("path", ""))
+        cache = self.__dict__.setdefault("_markdown_html", {})
+        if key not in cache:
+            if len(cache) >= self.cache_size:
+                cache.clear()
+            cache[key] = super().markdown2html(context, source)
+        return cache[key]
 
 
 class FeedbackWriter:
@@ -27,7 +47,9 @@ class FeedbackWriter:
         self.course = course
         # GenerateFeedback sets the template and its folders in __init__; take its config from there.
         converter = GenerateFeedback(coursedir=course.coursedir(), config=Config(course.config))
-        self.exporter = converter.exporter_class(config=converter.config)
+        exporter_class = type(f"MarkdownOnce{converter.exporter_class.__name__}",
+                              (MarkdownOnce, converter.exporter_class), {})
+        self.exporter = exporter_class(config=converter.config)
         for step in converter.preprocessors:
             self.exporter.register_preprocessor(step)
         self.writer = FilesWriter(config=converter.config)
