@@ -38,7 +38,7 @@ from traitlets import Bool, Integer
 
 from coursekit.errors import CourseError
 from coursekit.grading import trusted
-from coursekit.grading.sandbox import Limits, SandboxKernelManager, processes_in
+from coursekit.grading.sandbox import Limits, SandboxKernelManager, become_subreaper, processes_in, reap
 from coursekit.lesson import blank_answers, has_answer_markers, visible_test_code
 
 GIB = 1 << 30
@@ -105,6 +105,7 @@ class SandboxExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
         super().__init__(*args, **kwargs)
+        become_subreaper()  # see check_teardown
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -295,7 +296,8 @@ class SandboxExecute(Execute):
         if manager.namespace:
             deadline = time.monotonic() + 5
             while (survivors := processes_in(manager.namespace)) and time.monotonic() < deadline:
-                time.sleep(0.05)
+                reap(survivors)  # a killed sandbox's processes are handed to a subreaper grader
+                time.sleep(0.01)
             for pid in survivors:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
