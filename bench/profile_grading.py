@@ -5,7 +5,7 @@ real classes: Ingest, Recorder.sanitize, a worker's Runner (kernel started ahead
 --no-sandbox) and Recorder.record. Prints CPU seconds per notebook for each stage, the kernels'
 own CPU (their processes: start-up, the student's cells, the calls of the hidden checks) apart
 from this process's; the first notebook is a warm-up and is not counted.
-Run: .venv/bin/python bench/profile_grading.py [N] [--no-sandbox]
+Run: .venv/bin/python bench/profile_grading.py [N] [--no-sandbox] [--db-url URL]
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("n", type=int, nargs="?", default=11, help="notebooks (the first is a warm-up)")
     parser.add_argument("--no-sandbox", action="store_true", help="kernels without bubblewrap")
+    parser.add_argument("--db-url", help="gradebook database (CourseDirectory.db_url), e.g. an empty PostgreSQL "
+                        "database; default: the course's sqlite file")
     args = parser.parse_args()
     stages = Stages()
     with tempfile.TemporaryDirectory(prefix="profile-grading-") as tmp:
@@ -76,6 +78,9 @@ def main() -> int:
         root.mkdir()
         shutil.copyfile(REPO / "autograder" / "nbgrader_config.py", root / "nbgrader_config.py")
         shutil.copytree(REPO / "autograder" / "source", root / "source")
+        if args.db_url:
+            with open(root / "nbgrader_config.py", "a", encoding="utf-8") as config:
+                config.write(f"\nc.CourseDirectory.db_url = {args.db_url!r}\n")
         course = Course.at(root)
         release(course)
         folder = Path(tmp) / "lms"
@@ -116,7 +121,7 @@ def main() -> int:
         recorder.close()
     counted = args.n - 1
     print(f"profile_grading: {counted} notebooks (reference solution), sandbox "
-          f"{'off' if args.no_sandbox else 'on'}; CPU seconds per notebook")
+          f"{'off' if args.no_sandbox else 'on'}, gradebook {course.db_url.split(':')[0]}; CPU seconds per notebook")
     print(f"  {'stage':58s} {'this process':>12s} {'kernels':>8s}")
     for name in sorted(stages.own, key=lambda n: (n.split(":")[0], -stages.own[n])):
         print(f"  {name:58s} {stages.own[name] / counted:12.3f} {stages.kernels[name] / counted:8.3f}")

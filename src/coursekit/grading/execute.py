@@ -24,6 +24,7 @@ from jupyter_core.utils import run_sync
 from traitlets.config import Config
 
 from coursekit.grading.preprocessors import SandboxExecute
+from coursekit.grading.sandbox import become_subreaper
 
 # The steps of nbgrader's autograde pipeline that a worker runs: everything before SaveAutoGrades
 # (execution, output clean-up and caps), so that only small notebooks travel back to the recorder.
@@ -54,6 +55,7 @@ class Runner:
         if not steps or steps[0] is not SandboxExecute:
             raise ValueError("the autograde pipeline must start with SandboxExecute")
         self.after = [step(config=config) for step in steps[1:]]
+        become_subreaper()  # a killed sandbox's processes come to this worker, which reaps them at once
         self.spare: _Kernel | None = None
         self.current: _Kernel | None = None
 

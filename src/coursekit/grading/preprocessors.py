@@ -38,7 +38,7 @@ from traitlets import Bool, Integer
 
 from coursekit.errors import CourseError
 from coursekit.grading import trusted
-from coursekit.grading.sandbox import Limits, SandboxKernelManager, become_subreaper, processes_in, reap
+from coursekit.grading.sandbox import Limits, SandboxKernelManager, processes_in, reap
 from coursekit.lesson import blank_answers, has_answer_markers, visible_test_code
 
 GIB = 1 << 30
@@ -105,7 +105,6 @@ class SandboxExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
         super().__init__(*args, **kwargs)
-        become_subreaper()  # see check_teardown
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -296,7 +295,7 @@ class SandboxExecute(Execute):
         if manager.namespace:
             deadline = time.monotonic() + 5
             while (survivors := processes_in(manager.namespace)) and time.monotonic() < deadline:
-                reap(survivors)  # a killed sandbox's processes are handed to a subreaper grader
+                reap(survivors)  # handed to a grading worker, a subreaper (coursekit.grading.execute)
                 time.sleep(0.01)
             for pid in survivors:
                 with contextlib.suppress(OSError):
