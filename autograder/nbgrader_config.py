@@ -57,8 +57,8 @@ c.ClearSolutions.text_stub = ""  # answer cells keep their prompt line (e.g. **ä
 
 # ---- autograde: submitted -> autograded (nbgrader's list with Execute -> SandboxExecute, + CapOutput)
 c.Autograde.autograde_preprocessors = [
-    SandboxExecute,       # `coursekit grade` swaps this for ReplayExecution (cells run by parallel workers)
-    IgnorePattern,
+    SandboxExecute,       # `coursekit grade` runs the steps before SaveAutoGrades in its workers, the rest in
+    IgnorePattern,        # its recorder (coursekit.grading.execute.worker_steps)
     ClearMetadataPreprocessor,
     CapOutput,            # before SaveAutoGrades, so the saved notebook is already small
     SanitizeStudentContent,  # no student script reaches formgrader or feedback

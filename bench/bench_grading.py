@@ -1,18 +1,26 @@
-"""Benchmark: plain sequential `nbgrader autograde` vs `coursekit grade` on the same 60 submissions,
-and the sandbox's own cost: `coursekit grade` vs `coursekit grade --no-sandbox`, same files, same run.
+"""Benchmark: `coursekit grade` against plain sequential `nbgrader autograde`, and its scaling curve.
 
-All use autograder/nbgrader_config.py (so the same kernel limits and trusted test cells) with a 3 s
-cell timeout; plain nbgrader runs SandboxExecute too, so its kernels are sandboxed. `coursekit
-grade` also ingests, writes feedback HTML and the report; plain nbgrader only autogrades the
-notebooks `coursekit grade` put in submitted/ (it cannot read the broken files). Prints wall and CPU
-times, their ratios, and whether the automatic scores agree. No speed target: this sets the
-baseline. Run: .venv/bin/python bench/bench_grading.py
+1. Same run, same files: 60 mixed submissions (every kind of tests/grading/submission_kinds.py,
+   cycled). Plain nbgrader autogrades the notebooks that `coursekit grade` put in submitted/ (it
+   cannot read the broken files) with the same nbgrader_config.py, so the same sandboxed kernels,
+   limits and judged test cells; `coursekit grade` also ingests, writes feedback HTML and the
+   report. Prints wall and CPU seconds of both, the ratios against the targets (wall >= 3x faster,
+   CPU <= 1.0x of plain nbgrader's) and whether the automatic scores agree for every gradable one;
+   and the sandbox's own cost: `coursekit grade` vs `coursekit grade --no-sandbox`, same files.
+2. Scaling: `coursekit grade` on 60, 240 (and with --large 960) generated submissions, same mix,
+   each in a fresh course: seconds and CPU seconds per notebook, and peak memory of the grading
+   process (the trusted recorder, which streams the class) and of the largest worker or kernel.
+Each run is a subprocess; CPU seconds are those of it and everything it waited for (workers,
+kernels). On a loaded machine wall times are noisy: read the CPU seconds and the ratios.
+Run: .venv/bin/python bench/bench_grading.py [--large] [--sizes 60,240,960] [--skip-compare]
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import itertools
+import json
 import os
 import resource
 import shutil
@@ -29,25 +37,34 @@ sys.path.insert(0, str(REPO / "tests" / "grading"))
 
 from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class  # noqa: E402
 
-from coursekit.cli import main as coursekit  # noqa: E402
 from coursekit.grading.course import AUTO_CELLS, Course  # noqa: E402
 from coursekit.grading.release import release  # noqa: E402
 
-SUBMISSIONS = 60  # write_class adds two students (two notebooks, bad id) to the kinds listed
+COMPARE = 60  # write_class adds two students (two notebooks, bad id) to the kinds listed
+SIZES = (60, 240)
+LARGE = 960
 TIMEOUT = "3"
+TARGET_WALL, TARGET_CPU = 3.0, 1.0
+GRADE = """import json, resource, sys
+from coursekit.cli import main
+code = main(sys.argv[1:])
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print("BENCH", json.dumps({"main_kib": me.ru_maxrss, "largest_child_kib": kids.ru_maxrss}))
+sys.exit(code)
+"""
 
 
-def cpu_seconds() -> float:
-    """CPU time of this process and of its finished descendants (workers, kernels, nbgrader)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+def children_cpu() -> float:
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
 
 
-def measured(run, *args):
-    """(wall seconds, CPU seconds, result): CPU time is less sensitive to other load on the machine."""
-    wall, cpu = time.perf_counter(), cpu_seconds()
-    result = run(*args)
-    return time.perf_counter() - wall, cpu_seconds() - cpu, result
+def measured(command: list[str], **kwargs) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, CPU seconds of the command and all it waited for, the finished process)."""
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    wall, cpu = time.perf_counter(), children_cpu()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, **kwargs)
+    return time.perf_counter() - wall, children_cpu() - cpu, done
 
 
 def make_course(root: Path) -> Course:
@@ -59,21 +76,27 @@ def make_course(root: Path) -> Course:
     return course
 
 
-def coursekit_grade(course: Course, folder: Path, *options: str) -> dict:
-    code = coursekit(["grade", str(folder), "--course", str(course.root), "--timeout", TIMEOUT, *options])
-    assert code == 0, "coursekit grade failed"
+def mixed_class(course: Course, folder: Path, size: int) -> dict[str, str]:
+    kinds = list(itertools.islice(itertools.cycle([*NOTEBOOK_KINDS, *FILE_KINDS]), size - 2))
+    return write_class(course.release_notebook, folder, kinds)
+
+
+def coursekit_grade(course: Course, folder: Path, *options: str) -> tuple[float, float, dict, dict]:
+    """wall, CPU, {student: automatic scores}, peak memory (KiB) of `coursekit grade` in a subprocess."""
+    wall, cpu, done = measured([sys.executable, "-c", GRADE, "grade", str(folder), "--course", str(course.root),
+                                "--timeout", TIMEOUT, *options])
+    if done.returncode != 0:
+        raise SystemExit(f"coursekit grade failed:\n{done.stderr[-2000:]}")
+    memory = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("BENCH "))[6:])
     with open(course.report_csv, encoding="utf-8") as f:
-        scores = {row["student_id"]: tuple(float(row[c]) for c in AUTO_CELLS.values())
-                  for row in csv.DictReader(f)}
-    return scores
+        scores = {row["student_id"]: tuple(float(row[c]) for c in AUTO_CELLS.values()) for row in csv.DictReader(f)}
+    return wall, cpu, scores, memory
 
 
-def plain_nbgrader(course: Course, submitted: Path) -> dict:
+def plain_nbgrader(course: Course, submitted: Path) -> tuple[float, float, dict]:
     shutil.copytree(submitted, course.root / "submitted")
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
-    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", "lesson11", "--force",
-                    f"--SandboxExecute.timeout={TIMEOUT}"], cwd=course.root, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    wall, cpu, _ = measured([sys.executable, "-m", "nbgrader", "autograde", "lesson11", "--force",
+                             f"--SandboxExecute.timeout={TIMEOUT}"], cwd=course.root)
     scores = {}
     with Gradebook(course.db_url) as gb:
         for student in sorted(p.name for p in submitted.iterdir()):
@@ -84,37 +107,76 @@ def plain_nbgrader(course: Course, submitted: Path) -> dict:
                 continue
             grades = {g.name: g.score or 0.0 for g in nb.grades}
             scores[student] = tuple(grades[c] for c in AUTO_CELLS)
-    return scores
+    return wall, cpu, scores
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def compare(tmp: Path) -> None:
+    fast = make_course(tmp / "coursekit")
+    bare = make_course(tmp / "unsandboxed")
+    plain = make_course(tmp / "plain")
+    folder = tmp / "lms"
+    students = mixed_class(fast, folder, COMPARE)
+    fast_s, fast_cpu, fast_scores, _ = coursekit_grade(fast, folder)
+    bare_s, bare_cpu, bare_scores, _ = coursekit_grade(bare, folder, "--no-sandbox")
+    plain_s, plain_cpu, plain_scores = plain_nbgrader(plain, fast.root / "submitted")
+    agree = [sid for sid, s in plain_scores.items() if s == fast_scores.get(sid)]
+    differ = sorted(set(plain_scores) - set(agree))
+    wall_ratio, cpu_ratio = plain_s / fast_s, fast_cpu / plain_cpu
+    print(f"bench_grading: {len(students)} submissions ({len(plain_scores)} gradable), sandbox on, cell timeout "
+          f"{TIMEOUT} s, {os.cpu_count()} cores")
+    print(f"  plain sequential nbgrader autograde : {plain_s:7.1f} s wall, {plain_cpu:6.1f} s CPU (autograde only)")
+    print(f"  coursekit grade (make grade)        : {fast_s:7.1f} s wall, {fast_cpu:6.1f} s CPU "
+          "(ingest + autograde + feedback + report)")
+    print(f"  wall: coursekit {wall_ratio:5.2f}x faster      (target >= {TARGET_WALL:.1f}x: "
+          f"{verdict(wall_ratio >= TARGET_WALL)})")
+    print(f"  CPU : coursekit {cpu_ratio:5.2f}x of plain's  (target <= {TARGET_CPU:.1f}x: "
+          f"{verdict(cpu_ratio <= TARGET_CPU)})")
+    print(f"  automatic scores agree              : {len(agree)}/{len(plain_scores)}"
+          + (f"; differ: {', '.join(differ)}" if differ else ""))
+    same_bare = sum(bare_scores.get(sid) == s for sid, s in fast_scores.items())
+    print(f"  coursekit grade --no-sandbox        : {bare_s:7.1f} s wall, {bare_cpu:6.1f} s CPU (same files)")
+    print(f"  sandbox cost, sandboxed/unsandboxed : {fast_s / bare_s:7.2f}x wall, {fast_cpu / bare_cpu:5.2f}x CPU; "
+          f"scores agree {same_bare}/{len(fast_scores)}")
+    print(f"  load average (1 min) at the end     : {os.getloadavg()[0]:7.2f} on {os.cpu_count()} cores")
+
+
+def scaling(tmp: Path, sizes: list[int]) -> None:
+    print(f"scaling: coursekit grade, mixed submissions (as above), {os.cpu_count()} cores")
+    print(f"  {'submissions':>11s} {'gradable':>8s} {'wall s':>8s} {'s/nb':>6s} {'CPU s/nb':>8s} {'vs first':>8s} "
+          f"{'peak MiB grader':>15s} {'largest worker/kernel':>21s}")
+    first = None
+    for size in sizes:
+        course = make_course(tmp / f"scale-{size}")
+        folder = tmp / f"scale-{size}-lms"
+        mixed_class(course, folder, size)
+        wall, cpu, _, memory = coursekit_grade(course, folder)
+        gradable = sum(1 for _ in (course.root / "submitted").iterdir())
+        per = wall / gradable
+        first = first or per
+        print(f"  {size:11d} {gradable:8d} {wall:8.1f} {per:6.2f} {cpu / gradable:8.2f} {per / first:7.2f}x "
+              f"{memory['main_kib'] / 1024:15.0f} {memory['largest_child_kib'] / 1024:21.0f}")
+        shutil.rmtree(course.root)
+        shutil.rmtree(folder)
 
 
 def main() -> int:
-    kinds = list(itertools.islice(itertools.cycle([*NOTEBOOK_KINDS, *FILE_KINDS]), SUBMISSIONS - 2))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=None, help=f"class sizes for the scaling curve (default "
+                        f"{','.join(map(str, SIZES))}; --large adds {LARGE})")
+    parser.add_argument("--large", action="store_true", help=f"also grade {LARGE} submissions (about 10 minutes "
+                        "on a quiet 2-core machine)")
+    parser.add_argument("--skip-compare", action="store_true", help="only the scaling curve")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [*SIZES, *([LARGE] if args.large else [])]
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
-        tmp = Path(tmp)
-        fast = make_course(tmp / "coursekit")
-        bare = make_course(tmp / "unsandboxed")
-        plain = make_course(tmp / "plain")
-        folder = tmp / "lms"
-        students = write_class(fast.release_notebook, folder, kinds)
-        fast_s, fast_cpu, fast_scores = measured(coursekit_grade, fast, folder)
-        bare_s, bare_cpu, bare_scores = measured(coursekit_grade, bare, folder, "--no-sandbox")
-        plain_s, plain_cpu, plain_scores = measured(plain_nbgrader, plain, fast.root / "submitted")
-    agree = [sid for sid, s in plain_scores.items() if s == fast_scores.get(sid)]
-    differ = sorted(set(plain_scores) - set(agree))
-    same_bare = sum(bare_scores.get(sid) == s for sid, s in fast_scores.items())
-    print(f"bench_grading: {len(students)} submissions ({len(plain_scores)} gradable), cell timeout {TIMEOUT} s, "
-          f"{os.cpu_count()} cores")
-    print(f"  plain sequential nbgrader autograde : {plain_s:7.1f} s wall, {plain_cpu:6.1f} s CPU "
-          "(autograde only)")
-    print(f"  coursekit grade (make grade)        : {fast_s:7.1f} s wall, {fast_cpu:6.1f} s CPU "
-          "(ingest + autograde + feedback + report)")
-    print(f"  coursekit grade --no-sandbox        : {bare_s:7.1f} s wall, {bare_cpu:6.1f} s CPU (same files)")
-    print(f"  ratio plain / coursekit             : {plain_s / fast_s:7.2f}x wall, {plain_cpu / fast_cpu:5.2f}x CPU")
-    print(f"  sandbox cost: sandboxed / unsandboxed: {fast_s / bare_s:6.2f}x wall, {fast_cpu / bare_cpu:5.2f}x CPU"
-          f"; scores agree {same_bare}/{len(fast_scores)}")
-    print(f"  load average (1 min) at the end     : {os.getloadavg()[0]:7.2f} on {os.cpu_count()} cores")
-    print(f"  automatic scores agree              : {len(agree)}/{len(plain_scores)}"
-          + (f"; differ: {', '.join(differ)}" if differ else ""))
+        if not args.skip_compare:
+            compare(Path(tmp) / "compare")
+        if sizes:
+            scaling(Path(tmp), sizes)
     return 0
 
 

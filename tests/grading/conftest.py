@@ -1,6 +1,6 @@
 """One graded class shared by the grading tests: a temporary copy of autograder/ (config + the
-generated source notebook), released, then graded twice from a folder mixing every kind of
-submission in tests/grading/submission_kinds.py."""
+generated source notebook), released, then graded twice (the second time with --regrade) from a
+folder mixing every kind of submission in tests/grading/submission_kinds.py."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def graded_class(released_course, tmp_path_factory) -> GradedClass:
     args = ["grade", str(folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT]
     first = main(args)
     csv_first = course.report_csv.read_text(encoding="utf-8")
-    second = main(args)
+    second = main([*args, "--regrade"])  # really grade again: without it, finished students are kept
     csv_second = course.report_csv.read_text(encoding="utf-8")
     return GradedClass(course, folder, students, before, digests(folder), (first, second),
                        csv_first, csv_second)

@@ -1,16 +1,20 @@
 """`coursekit grade SUBMISSIONS`: autograde a class from an LMS download and write the report.
 
-Steps, in order (each a function below):
+Steps, in order (each a function or class named below), streamed one student at a time:
   check_sandbox    -> the OS sandbox can start here (else stop before grading anyone), or --no-sandbox
   ensure_released  -> gradebook and release notebook exist and are current
   ingest           -> one Entry per student; gradable copies in submitted/ (originals only read)
-  execute          -> parallel workers: nbgrader autograde against private gradebook copies, output
-                      to .ingest/executed/; each kernel in its own sandbox, which holds nothing of
-                      the course; test cells judged in the worker (SandboxExecute)
-  record           -> as each worker finishes: nbgrader autograde into the real gradebook in this
-                      process, replaying the executed outputs (sqlite sees one writer only)
-  feedback         -> nbgrader generate_feedback for that student, hidden test source removed
+  skip             -> students the journal says are graded from the same files (an interrupted run)
+  Recorder.sanitize-> nbgrader's sanitising steps, in this process (test cells from the gradebook)
+  pool             -> workers run each notebook in a fresh sandboxed kernel and judge its test cells
+                      outside it (SandboxExecute; LocalWorkers, or DaskWorkers with --scheduler);
+                      they never see the gradebook or the course folder
+  Recorder.record  -> as each notebook comes back: grades into the gradebook (this process is the only
+                      writer), autograded/ notebook, flags, feedback HTML, journal line
   report           -> .ingest/lesson11.json (rows and flags) and reports/lesson11.csv
+
+Ctrl-C stops the workers and leaves every student either recorded completely or not at all; the same
+command then grades the rest.
 """
 
 from __future__ import annotations
@@ -18,27 +22,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
+import signal
 import sys
-import tempfile
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
-from nbgrader.converters import Autograde
 from tqdm import tqdm
 from traitlets.config import Config
 
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
-from coursekit.grading.course import ASSIGNMENT, DEFAULT_ROOT, NOTEBOOK, Course, run_converter
-from coursekit.grading.feedback import write_feedback
-from coursekit.grading.ingest import Entry, ingest
-from coursekit.grading.preprocessors import FINDINGS, CapOutput, ReplayExecution, SandboxExecute
+from coursekit.grading.course import ASSIGNMENT, DEFAULT_ROOT, Course
+from coursekit.grading.ingest import Entry, Ingest
+from coursekit.grading.pool import DaskWorkers, LocalWorkers
+from coursekit.grading.record import Recorder
 from coursekit.grading.release import ensure_released
 from coursekit.grading.report import summary_line, write_report
 from coursekit.grading.sandbox import unavailable_reason
+
+INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,9 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="notebooks executed in parallel (default: the number of cores, at most 8)")
     parser.add_argument("--timeout", type=int, default=None,
                         help="seconds per cell (default: SandboxExecute.timeout in nbgrader_config.py)")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="run the notebooks on a Dask cluster (e.g. tcp://10.0.0.5:8786) instead of "
+                        "local processes; needs the 'distributed' package")
     parser.add_argument("--no-sandbox", action="store_true",
                         help="grade without the OS sandbox (student code can then reach this machine); "
                         "every row is flagged unsandboxed")
+    parser.add_argument("--regrade", action="store_true",
+                        help="grade every student again, also those already graded from the same files")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,31 +69,56 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise CourseError(f"--jobs {args.jobs}: give at least 1")
     course = Course.at(args.course)
-    rows = grade(course, args.submissions, jobs=args.jobs, timeout=args.timeout, sandbox=not args.no_sandbox)
+    try:
+        rows = grade(course, args.submissions, jobs=args.jobs, timeout=args.timeout,
+                     scheduler=args.scheduler, regrade=args.regrade, sandbox=not args.no_sandbox)
+    except Interrupted as stop:
+        print(f"interrupted: {stop}; run the same command again to grade the rest", file=sys.stderr)
+        return INTERRUPTED
     print(summary_line(rows, course.report_csv))
     return 0
 
 
+class Interrupted(Exception):
+    """Ctrl-C during grading, after the workers were stopped and the recorded students kept."""
+
+
 def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None = None,
-          sandbox: bool = True) -> list:
+          scheduler: str | None = None, regrade: bool = False, sandbox: bool = True) -> list:
     """Run every step; return the report rows."""
     if sandbox:
         check_sandbox(course)
     ensure_released(course)
-    entries = ingest(course, submissions.resolve())
-    gradable = {e.student_id: e for e in entries if e.gradable}
-    if not sandbox:
-        for entry in gradable.values():
-            entry.flags.append(F.UNSANDBOXED)
-    bar = tqdm(total=len(gradable), desc="grade", unit="nb", file=sys.stderr)
-    for student_id, failure in execute(course, list(gradable), jobs, timeout, sandbox):
-        try:  # overlaps with the workers still executing
-            record(course, gradable[student_id], failure)
-            write_feedback(course, student_id)
-        except CourseError as exc:  # one student's notebook must not stop the class
-            gradable[student_id].flags.append(F.flag(F.ERROR, f"could not record the grades: {exc}"[:300]))
-        bar.update()
-    bar.close()
+    config = Config(course.config)
+    config.SandboxExecute.sandbox = sandbox
+    if timeout is not None:
+        config.SandboxExecute.timeout = timeout
+    students = Ingest(course, submissions.resolve())
+    entries: list[Entry] = []  # flags only: the notebooks are on disk, one at a time in memory
+    running: dict[str, tuple[Entry, str]] = {}  # sent to a worker, not recorded yet: entry, journal key
+    recorder = Recorder(course, config)
+    pool = bar = None
+    try:
+        pool = make_pool(scheduler, jobs, recorder.worker_config())
+        bar = tqdm(total=len(students), desc="grade", unit="nb", file=sys.stderr)
+        for student_id, executed, failure in pool.map(tasks(recorder, students, entries, running, regrade, bar)):
+            with deferred_interrupt():  # a student is recorded completely or not at all
+                entry, key = running.pop(student_id)
+                try:
+                    entry.flags.extend(recorder.record(student_id, key, executed, failure))
+                except CourseError as exc:  # one student's notebook must not stop the class
+                    entry.flags.append(F.flag(F.ERROR, f"could not record the grades: {exc}"[:300]))
+            bar.update()
+    except KeyboardInterrupt:
+        pool.close()  # stops the workers at once; their kernels are killed
+        finished = len(entries) - len(running)
+        raise Interrupted(f"{finished} of {len(students)} students finished") from None
+    finally:
+        if bar is not None:
+            bar.close()
+        if pool is not None:
+            pool.close()
+        recorder.close()
     write_manifest(course, submissions, entries)
     return write_report(course)
 
@@ -96,73 +130,40 @@ def check_sandbox(course: Course) -> None:
         raise CourseError(f"cannot grade safely: {reason}")
 
 
-# ---------------------------------------------------------------- execute (parallel)
-
-def execute(course: Course, student_ids: list[str], jobs: int, timeout: int | None, sandbox: bool = True):
-    """Execute each submission in a worker; yield (student_id, failure message or None) as each ends."""
-    executed = course.ingest_dir / "executed"
-    shutil.rmtree(executed, ignore_errors=True)
-    executed.mkdir(parents=True)
-    snapshot = course.ingest_dir / "worker-gradebook.db"  # fixed copy: record() writes the real one meanwhile
-    shutil.copyfile(course.root / "gradebook.db", snapshot)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(execute_one, str(course.root), sid, str(executed), str(snapshot), timeout,
-                               sandbox): sid for sid in student_ids}
-        for future in as_completed(futures):
-            try:
-                future.result()
-                yield futures[future], None
-            except Exception as exc:  # one student's failure must not stop the class
-                yield futures[future], str(exc).replace("\n", " ")[:200]
+def make_pool(scheduler: str | None, jobs: int, config: Config):
+    """Local worker processes, or the Dask cluster at `scheduler` (Dask is imported only then)."""
+    if scheduler is None:
+        return LocalWorkers(jobs, config)
+    return DaskWorkers(scheduler, config)
 
 
-def execute_one(root: str, student_id: str, executed: str, snapshot: str, timeout: int | None,
-                sandbox: bool = True) -> None:
-    """Worker: nbgrader autograde of one student against a private copy of the gradebook."""
-    course = Course(Path(root))
-    config = Config(course.config)
-    # Only run and cap the cells here; record() applies the rest of the pipeline and saves the grades.
-    config.Autograde.autograde_preprocessors = [SandboxExecute, CapOutput]
-    config.SandboxExecute.sandbox = sandbox
-    if timeout is not None:
-        config.SandboxExecute.timeout = timeout
-    with tempfile.TemporaryDirectory(prefix="ck-grade-") as tmp:
-        # The kernel's working folder is under tmp, away from the course's gradebook and files.
-        db = Path(tmp) / "gradebook.db"
-        shutil.copyfile(snapshot, db)
-        config.CourseDirectory.db_url = f"sqlite:///{db}"
-        config.CourseDirectory.autograded_directory = str(Path(tmp) / "executed")
-        run_converter(course, Autograde, student_id, config, force=True, create_student=True)
-        done = Path(tmp) / "executed" / student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
-        target = Path(executed) / student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(done, target)
+def tasks(recorder: Recorder, students: Ingest, entries: list[Entry], running: dict[str, tuple[Entry, str]],
+          regrade: bool, bar: tqdm) -> Iterator[tuple[str, str]]:
+    """(student_id, sanitised notebook JSON) for each gradable student not graded from these files yet."""
+    for entry in students:
+        entries.append(entry)
+        if entry.gradable:
+            key = recorder.key(entry.student_id)
+            done = None if regrade else recorder.finished(entry.student_id, key)
+            if done is None:
+                running[entry.student_id] = (entry, key)
+                yield entry.student_id, nbformat.writes(recorder.sanitize(entry.student_id))
+                continue
+            entry.flags.extend(done)
+        bar.update()
 
 
-# ---------------------------------------------------------------- record, flags, feedback (serial)
-
-def record(course: Course, entry: Entry, failure: str | None) -> None:
-    """nbgrader autograde into the real gradebook with the worker's outputs; set execution flags."""
-    executed_dir = course.ingest_dir / "executed"
-    executed_nb = executed_dir / entry.student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
-    findings = {}
-    if failure is not None or not executed_nb.is_file():  # ReplayExecution then fails every code cell
-        executed_nb.unlink(missing_ok=True)
-        entry.flags.append(F.flag(F.ERROR, f"grader could not run the notebook: {failure}"))
-    else:  # written by the worker's SandboxExecute, over anything the submission had there
-        findings = nbformat.read(executed_nb, as_version=4).metadata.get(FINDINGS, {})
-    config = Config(course.config)
-    config.Autograde.autograde_preprocessors = [
-        ReplayExecution if step is SandboxExecute else step for step in config.Autograde.autograde_preprocessors]
-    config.ReplayExecution.executed_directory = str(executed_dir)
-    run_converter(course, Autograde, entry.student_id, config, force=True, create_student=True)
-    ran = nbformat.read(course.autograded_notebook(entry.student_id), as_version=4)
-    memory = config.SandboxExecute.get("memory_limit", 2 << 30)
-    entry.flags.extend(F.execution_flags(ran, f"memory capped at {memory / (1 << 30):g} GiB",
-                                         findings.get("kernel_errors")))
-    submitted = nbformat.read(course.submitted_notebook(entry.student_id), as_version=4)
-    entry.flags.extend(F.fabricated_outputs(submitted, ran, config.CapOutput.get("max_chars", 20000)))
-    F.add_findings(entry.flags, findings)
+@contextmanager
+def deferred_interrupt():
+    """Hold a Ctrl-C that arrives inside the block until the block is done, then raise it."""
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def write_manifest(course: Course, submissions: Path, entries: list[Entry]) -> None:

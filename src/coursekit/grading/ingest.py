@@ -21,6 +21,7 @@ import shutil
 import time
 import warnings
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,29 +54,35 @@ class Entry:
     student_id: str
     source: str = ""
     flags: list[str] = field(default_factory=list)
-    original: NotebookNode | None = None  # as submitted (outputs kept), cell ids made unique
-    notebook: NotebookNode | None = None  # prepared for nbgrader
-
-    @property
-    def gradable(self) -> bool:
-        return self.notebook is not None
+    original: NotebookNode | None = None  # as submitted (outputs kept), cell ids made unique; until written
+    gradable: bool = False  # its prepared copy is in submitted/
 
 
-def ingest(course: Course, submissions: Path) -> list[Entry]:
-    """Read every submission, write the gradable ones to submitted/, return one Entry per student."""
-    release = nbformat.read(course.release_notebook, as_version=4)
-    entries = []
-    for student_id, candidates in sorted(find_candidates(course, submissions).items()):
-        entry = select_notebook(student_id, candidates)
-        if entry.original is not None:
-            entry.notebook = prepare(entry, release)
-            target = course.submitted_notebook(student_id)
-            if target.parent.parent.exists():
-                shutil.rmtree(target.parent.parent)
-            target.parent.mkdir(parents=True)
-            nbformat.write(entry.notebook, target)
-        entries.append(entry)
-    return entries
+class Ingest:
+    """The students of a submissions folder or zip; iterating prepares them one at a time.
+
+    Only file names are held for the whole class: each notebook is read, prepared, written to
+    submitted/ and let go before the next one is read, so memory does not grow with the class."""
+
+    def __init__(self, course: Course, submissions: Path):
+        self.course = course
+        self.found = sorted(find_candidates(course, submissions).items())
+        self.release = nbformat.read(course.release_notebook, as_version=4)
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+    def __iter__(self) -> Iterator[Entry]:
+        for student_id, candidates in self.found:
+            entry = select_notebook(student_id, candidates)
+            if entry.original is not None:
+                target = self.course.submitted_notebook(student_id)
+                if target.parent.parent.exists():
+                    shutil.rmtree(target.parent.parent)
+                target.parent.mkdir(parents=True)
+                nbformat.write(prepare(entry, self.release), target)
+                entry.original, entry.gradable = None, True
+            yield entry
 
 
 # ---------------------------------------------------------------- finding files

@@ -331,7 +331,31 @@ def _patched() -> list[str]:
 
 # ---------------------------------------------------------------- start-up
 
+def _init() -> None:
+    """As the sandbox's PID 1 (bwrap --as-pid-1): the kernel runs in a child and this process waits.
+
+    It keeps bwrap's --die-with-parent (a uid change would clear it) and, waiting for the kernel,
+    hands its CPU time on to the grader (bwrap's own init is never waited for, and the time of
+    everything under it was lost). When the kernel ends, this exits, and with the namespace's
+    init gone every other process of the sandbox is killed."""
+    kernel = os.fork()
+    if kernel == 0:
+        return
+    code = 1
+    while True:
+        try:
+            pid, status = os.wait()  # the kernel, or an orphan handed to init
+        except ChildProcessError:
+            break
+        if pid == kernel:
+            code = os.waitstatus_to_exitcode(status)
+            break
+    os._exit(code if code >= 0 else 128 - code)
+
+
 def main() -> None:
+    if os.getpid() == 1:
+        _init()
     config = json.loads(sys.argv[1])
     uid = config.get("uid")
     if uid is not None and os.getuid() == 0:

@@ -8,8 +8,6 @@
   of memory) turned into error outputs instead of a crash.
 - `CapOutput` (autograde): nbgrader's LimitOutput plus a cap on the characters of each output, so a
   submission that prints 50 MB leaves a small autograded notebook and feedback page.
-- `ReplayExecution` (autograde, used by `coursekit grade`): takes the outputs of a notebook already
-  executed by a parallel worker instead of running the kernel again.
 - `SanitizeStudentContent` (autograde): student HTML, Markdown and outputs lose active content
   before the autograded notebook is stored (formgrader and feedback show that notebook).
 - `HideHiddenTests` (generate_feedback): test cells show their visible asserts only, and failures
@@ -37,11 +35,11 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import ClearSolutions, Execute, LimitOutput, NbGraderPreprocessor
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Integer
 
 from coursekit.errors import CourseError
 from coursekit.grading import trusted
-from coursekit.grading.sandbox import Limits, SandboxKernelManager, processes_in
+from coursekit.grading.sandbox import Limits, SandboxKernelManager, processes_in, reap
 from coursekit.lesson import blank_answers, has_answer_markers, visible_test_code
 
 GIB = 1 << 30
@@ -99,7 +97,10 @@ class SandboxExecute(Execute):
                    "turns it off)").tag(config=True)
     show_hidden_inputs = Bool(False, help="diagnostics of hidden checks quote their inputs (by default "
                               "they describe them by kind)").tag(config=True)
-    shutdown_kernel = "immediate"  # the sandbox goes with its kernel; nothing in it needs a clean exit
+    # A kernel that exits by itself is reaped inside its sandbox, so the sandbox ends at once with no
+    # process left over and its CPU time counts to the grader (a killed one's does not); see
+    # SandboxKernelManager for the short waits.
+    shutdown_kernel = "graceful"
     replay = Bool(False, help="internal: this run only re-judges the test cells of a kernel that died later")
 
     def __init__(self, *args, **kwargs):
@@ -113,10 +114,16 @@ class SandboxExecute(Execute):
         km.sandboxed = self.sandbox
         return km
 
-    def preprocess(self, nb, resources=None, km=None):
+    async def async_start_new_kernel(self, **kwargs):
+        # Here rather than in preprocess: `coursekit grade` starts a worker's next kernel ahead of time.
         self.extra_arguments = [arg for arg in self.extra_arguments if "IPKernelApp" not in arg] + [
             f"--IPKernelApp.exec_lines={[ARM_LINE]!r}",
             "--IPKernelApp.log_level=CRITICAL"]  # not the kernel's connection notes on every start
+        await super().async_start_new_kernel(**kwargs)
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own
+
+    def preprocess(self, nb, resources=None, km=None):
         self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: tuple[str, str] | None = None
         self._pending: list[tuple[NotebookNode, dict]] = []
@@ -137,6 +144,8 @@ class SandboxExecute(Execute):
                 self.preprocess_cell(cell, resources, index)
             self.judge_tests(resources)
             self.collect_findings(manager, started)
+        if not self.owns_km and manager.has_kernel:  # a kernel started ahead by a grading worker ends here too
+            run_sync(manager.shutdown_kernel)(now=False)
         self.check_teardown(manager)
         self.nb.metadata[FINDINGS] = self.findings  # for coursekit grade's record(); replaces any student value
         return self.nb, self.resources
@@ -288,7 +297,8 @@ class SandboxExecute(Execute):
         if manager.namespace:
             deadline = time.monotonic() + 5
             while (survivors := processes_in(manager.namespace)) and time.monotonic() < deadline:
-                time.sleep(0.05)
+                reap(survivors)  # handed to a grading worker, a subreaper (coursekit.grading.execute)
+                time.sleep(0.01)
             for pid in survivors:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
@@ -359,32 +369,6 @@ class CapOutput(LimitOutput):
                         output.data.setdefault("text/plain", f"[{mime} output of {len(text)} "
                                                "characters removed]")
         return cell, resources
-
-
-class ReplayExecution(NbGraderPreprocessor):
-    """Copy outputs from the notebook a worker executed (same sanitised cells) instead of executing."""
-
-    executed_directory = Unicode("", help="folder laid out as <student>/<assignment>/<notebook>.ipynb "
-                                 "holding the executed notebooks").tag(config=True)
-
-    def preprocess(self, nb, resources):
-        info = resources["nbgrader"]
-        path = os.path.join(self.executed_directory, info["student"], info["assignment"],
-                            info["notebook"] + ".ipynb")
-        if not os.path.isfile(path):  # the worker failed: no cell counts as run
-            for cell in nb.cells:
-                if cell.cell_type == "code":
-                    cell.outputs = [error_output("GraderError", "not run: the grading worker failed")]
-            return nb, resources
-        executed = nbformat.read(path, as_version=4)
-        if [c.source for c in executed.cells] != [c.source for c in nb.cells]:
-            raise RuntimeError(f"{path}: executed notebook does not match the sanitised submission; "
-                               "run 'coursekit grade' again")
-        for cell, done in zip(nb.cells, executed.cells, strict=True):
-            if cell.cell_type == "code":
-                cell.outputs = done.outputs
-                cell.execution_count = done.execution_count
-        return nb, resources
 
 
 class HideHiddenTests(NbGraderPreprocessor):

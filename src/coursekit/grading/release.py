@@ -8,13 +8,23 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import warnings
 from pathlib import Path
 
 import nbformat
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import GenerateAssignment
 
 from coursekit.errors import CourseError
-from coursekit.grading.course import ASSIGNMENT, CODE_CELL, DEFAULT_ROOT, Course, run_converter
+from coursekit.grading.course import (
+    ASSIGNMENT,
+    CODE_CELL,
+    DEFAULT_ROOT,
+    NOTEBOOK,
+    Course,
+    put_venv_on_path,
+    run_converter,
+)
 from coursekit.lesson import BLANK
 
 DEFAULT_TO = Path("build/release")
@@ -50,10 +60,20 @@ def release(course: Course) -> Path:
 
 
 def ensure_released(course: Course) -> None:
-    """Release unless the release notebook is newer than the source and the gradebook exists."""
-    done = course.release_notebook.is_file() and (course.root / "gradebook.db").is_file()
-    if not done or course.release_notebook.stat().st_mtime < course.source_notebook.stat().st_mtime:
+    """Release unless the release notebook is newer than the source and the gradebook (sqlite or
+    another database, CourseDirectory.db_url) has the assignment."""
+    if not course.release_notebook.is_file() or \
+            course.release_notebook.stat().st_mtime < course.source_notebook.stat().st_mtime:
         release(course)
+        return
+    put_venv_on_path()  # nbgrader runs `alembic` when it creates a new gradebook
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nbgrader's SQLAlchemy warnings are about its own sessions
+        with Gradebook(course.db_url, course.coursedir().course_id) as gb:
+            try:
+                gb.find_notebook(NOTEBOOK, ASSIGNMENT)
+            except MissingEntry:
+                release(course)
 
 
 def check_release(path: Path) -> None:

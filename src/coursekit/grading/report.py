@@ -38,7 +38,7 @@ from coursekit.grading.course import (
     PASS_SCORE,
     Course,
 )
-from coursekit.grading.feedback import write_feedback
+from coursekit.grading.feedback import FeedbackWriter
 from coursekit.grading.similarity import copy_flags
 from coursekit.lesson import parse_lesson
 
@@ -107,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
     course = Course.at(args.course)
     rows = write_report(course, args.lesson)
     if not args.no_feedback:
+        writer = FeedbackWriter(course)
         for row in tqdm([r for r in rows if r.graded], desc="feedback", unit="nb", file=sys.stderr):
-            write_feedback(course, row.student_id)
+            writer.write(row.student_id)
     print(summary_line(rows, course.report_csv))
     return 0
 

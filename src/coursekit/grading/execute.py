@@ -1,0 +1,115 @@
+"""Running submissions: the work of a grading worker, in a local process or on a Dask worker.
+
+A task is plain data: a sanitised notebook (JSON text) in, the executed notebook (JSON text, outputs
+already capped) out. A worker never opens the gradebook or the course folder, so the same function
+runs in the local pool (`coursekit.grading.pool`) or on any machine of a Dask cluster; the trusted
+recorder in the `coursekit grade` process is the only writer.
+
+Each worker keeps one kernel started ahead: while a submission runs, the kernel for the next one
+boots. Every kernel serves exactly one submission and is killed when that submission is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from dataclasses import dataclass
+
+import nbformat
+from jupyter_core.utils import run_sync
+from traitlets.config import Config
+
+from coursekit.grading.preprocessors import SandboxExecute
+from coursekit.grading.sandbox import become_subreaper
+
+# The steps of nbgrader's autograde pipeline that a worker runs: everything before SaveAutoGrades
+# (execution, output clean-up and caps), so that only small notebooks travel back to the recorder.
+RECORDER_STEPS_FROM = "SaveAutoGrades"
+
+
+def worker_steps(autograde_preprocessors: list) -> tuple[list, list]:
+    """Split the configured autograde pipeline into (worker steps, recorder steps)."""
+    names = [step.__name__ for step in autograde_preprocessors]
+    cut = names.index(RECORDER_STEPS_FROM) if RECORDER_STEPS_FROM in names else len(names)
+    return list(autograde_preprocessors[:cut]), list(autograde_preprocessors[cut:])
+
+
+@dataclass
+class _Kernel:
+    """A started kernel, the executor bound to it, and the scratch folder it runs in."""
+
+    executor: SandboxExecute
+    scratch: str
+
+
+class Runner:
+    """Runs submissions one after another, each in its own fresh kernel, with the next one booting."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        steps, _ = worker_steps(config.Autograde.autograde_preprocessors)
+        if not steps or steps[0] is not SandboxExecute:
+            raise ValueError("the autograde pipeline must start with SandboxExecute")
+        self.after = [step(config=config) for step in steps[1:]]
+        become_subreaper()  # a killed sandbox's processes come to this worker, which reaps them at once
+        self.spare: _Kernel | None = None
+        self.current: _Kernel | None = None
+
+    def _start(self) -> _Kernel:
+        scratch = tempfile.mkdtemp(prefix="ck-grade-")  # the kernel's working folder, not the course
+        executor = SandboxExecute(config=self.config)
+        executor.km = executor.create_kernel_manager()
+        executor.start_new_kernel(cwd=scratch)  # returns once the process is launched; it boots meanwhile
+        return _Kernel(executor, scratch)
+
+    def run(self, notebook: str) -> str:
+        """Execute one sanitised notebook (JSON) and return it executed, with capped outputs (JSON)."""
+        kernel = self.current = self.spare or self._start()
+        self.spare = None
+        try:
+            self.spare = self._start()
+            nb = nbformat.reads(notebook, as_version=4)
+            resources = {"metadata": {"path": kernel.scratch}}
+            nb, resources = kernel.executor.preprocess(nb, resources, km=kernel.executor.km)
+            for step in self.after:
+                nb, resources = step(nb, resources)  # __call__: only steps that are enabled, as in nbconvert
+            return nbformat.writes(nb)
+        finally:
+            self.current = None
+            self._stop(kernel)
+
+    @staticmethod
+    def _stop(kernel: _Kernel) -> None:
+        km = kernel.executor.km
+        if km is not None and km.has_kernel:
+            run_sync(km.shutdown_kernel)(now=True)  # a spare that never ran: nothing of it is kept
+        shutil.rmtree(kernel.scratch, ignore_errors=True)
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self._stop(self.spare)
+            self.spare = None
+
+    def kill(self) -> None:
+        """SIGKILL every kernel of this runner now (from a signal handler: no event loop needed)."""
+        for kernel in (self.current, self.spare):
+            process = kernel and kernel.executor.km and getattr(kernel.executor.km.provisioner, "process", None)
+            if process is not None:
+                with contextlib.suppress(OSError):
+                    os.killpg(process.pid, signal.SIGKILL)  # kernels lead their own process group
+                shutil.rmtree(kernel.scratch, ignore_errors=True)
+
+
+_runners = threading.local()  # one warm Runner per worker thread (Dask runs tasks in threads)
+
+
+def run_on_dask_worker(student_id: str, notebook: str, config: Config) -> tuple[str, str]:
+    """Dask task: run one submission on whichever worker the scheduler picked; (student_id, executed)."""
+    runner = getattr(_runners, "runner", None)
+    if runner is None:
+        runner = _runners.runner = Runner(config)
+    return student_id, runner.run(notebook)

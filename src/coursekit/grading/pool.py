@@ -1,0 +1,174 @@
+"""Where the submissions run: local worker processes (default) or a Dask cluster (`--scheduler`).
+
+Both take (student_id, sanitised notebook JSON) pairs from an iterator and yield
+(student_id, executed notebook JSON or None, failure message or None) as each finishes. Both keep a
+bounded number of notebooks in flight, so the class is streamed and memory does not grow with it.
+Dask is imported only by `DaskWorkers`, i.e. only when the instructor passes `--scheduler`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from multiprocessing.connection import Connection, wait
+
+from traitlets.config import Config
+
+from coursekit.errors import CourseError
+
+Task = tuple[str, str]
+Result = tuple[str, str | None, str | None]
+PER_WORKER = 2  # notebooks in flight per worker: the one running and the next, already sent
+
+
+def _failure(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:200]
+
+
+def _serve(conn: Connection, config: Config) -> None:
+    """A local worker: run the tasks sent over conn until None or the pipe closes."""
+    from coursekit.grading.execute import Runner
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for `coursekit grade`, which then stops us
+    runner = Runner(config)
+
+    def stop(signum, frame):
+        runner.kill()  # no kernel outlives its worker
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while True:
+            try:
+                task = conn.recv()
+            except EOFError:
+                break
+            if task is None:
+                break
+            student_id, notebook = task
+            try:
+                conn.send((student_id, runner.run(notebook), None))
+            except Exception as exc:  # one student's failure must not stop the class
+                conn.send((student_id, None, _failure(exc)))
+    finally:
+        runner.close()
+
+
+class LocalWorkers:
+    """`jobs` worker processes on this machine: children of this one, forked with its imports loaded.
+
+    Made before this process starts any thread (so forking is safe); a system without fork
+    (macOS's default, Windows) spawns them instead, and each imports coursekit once."""
+
+    def __init__(self, jobs: int, config: Config):
+        import coursekit.grading.execute  # noqa: F401 (loaded once here, inherited by every worker)
+
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        self.workers = []
+        for _ in range(jobs):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(theirs, config), daemon=True)
+            process.start()
+            theirs.close()
+            self.workers.append((process, mine, []))  # [] = student ids sent and not answered yet
+
+    def map(self, tasks: Iterator[Task]) -> Iterator[Result]:
+        tasks = iter(tasks)
+        more = True
+        while True:
+            for _, conn, pending in self.workers:
+                while more and len(pending) < PER_WORKER:
+                    task = next(tasks, None)
+                    if task is None:
+                        more = False
+                        break
+                    conn.send(task)
+                    pending.append(task[0])
+            busy = {conn: pending for _, conn, pending in self.workers if pending}
+            if not busy:
+                return
+            for conn in wait(list(busy)):
+                try:
+                    student_id, executed, failure = conn.recv()
+                except EOFError:  # the worker died: its notebooks fail, the class goes on without it
+                    for student_id in busy[conn]:
+                        yield student_id, None, "the grading worker died"
+                    busy[conn].clear()
+                    self.workers = [w for w in self.workers if w[1] is not conn]
+                    if not self.workers:
+                        raise CourseError("every grading worker died; see the messages above") from None
+                    continue
+                busy[conn].remove(student_id)
+                yield student_id, executed, failure
+
+    def close(self) -> None:
+        """Stop the workers: at once (SIGTERM: they kill their kernels) if notebooks are still running."""
+        for process, conn, pending in self.workers:
+            if pending:
+                process.terminate()
+            else:
+                conn.send(None)
+        for process, conn, _ in self.workers:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+            conn.close()
+        self.workers = []
+
+
+class DaskWorkers:
+    """The per-notebook work on a Dask cluster; the recorder stays here, the only gradebook writer."""
+
+    def __init__(self, address: str, config: Config):
+        try:
+            from distributed import Client
+        except ImportError:
+            raise CourseError("--scheduler needs Dask: pip install distributed (pinned in "
+                              "requirements.txt)") from None
+        try:
+            self.client = Client(address, timeout="10s")
+        except OSError as exc:
+            raise CourseError(f"--scheduler {address}: cannot reach the Dask scheduler ({exc}); start "
+                              "it with 'dask scheduler' and workers with 'dask worker ADDRESS'") from None
+        self.config = config
+        self.futures = None
+        self.in_flight = PER_WORKER * max(1, sum(self.client.nthreads().values()))
+
+    def map(self, tasks: Iterator[Task]) -> Iterator[Result]:
+        from distributed import as_completed
+
+        from coursekit.grading.execute import run_on_dask_worker
+
+        tasks = iter(tasks)
+        futures = self.futures = as_completed()
+        names = {}
+
+        def submit() -> bool:
+            task = next(tasks, None)
+            if task is None:
+                return False
+            future = self.client.submit(run_on_dask_worker, *task, self.config, pure=False)
+            names[future.key] = task[0]
+            futures.add(future)
+            return True
+
+        while len(names) < self.in_flight and submit():
+            pass
+        for future in futures:
+            student_id = names.pop(future.key)
+            try:
+                _, executed = future.result()
+                yield student_id, executed, None
+            except Exception as exc:  # raised on the worker: that student fails, the class goes on
+                yield student_id, None, _failure(exc)
+            submit()
+
+    def close(self) -> None:
+        """Cancel what has not run yet and disconnect (the scheduler and its workers keep running)."""
+        if self.futures is not None:
+            self.client.cancel(list(self.futures.futures))
+            self.futures = None
+        self.client.close()

@@ -1,0 +1,173 @@
+"""The trusted recorder: the one writer of the gradebook and of the course's graded folders.
+
+It runs nbgrader's autograde pipeline around the workers' execution, with one gradebook connection
+and one instance of every step kept for the whole class (nbgrader's converter builds them again for
+every notebook):
+
+  sanitize  (before a worker runs it)  Autograde.sanitize_preprocessors: ClearOutput, DeduplicateIds,
+                                       OverwriteKernelspec, OverwriteCells (locked cells and hidden
+                                       tests back from the gradebook), CheckCellMetadata
+  [worker]                             the steps before SaveAutoGrades (execution and output caps)
+  record    (after it ran)             the rest: SaveAutoGrades, AssignLatePenalties, CheckCellMetadata;
+                                       then autograded/ notebook, execution and fabricated-output flags
+                                       from that one run, feedback HTML, and a journal line
+
+The journal (.ingest/graded.jsonl) says which students are finished and from which files, so an
+interrupted `coursekit grade` run picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import nbformat
+from nbformat.notebooknode import NotebookNode
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.converters import Autograde
+from traitlets.config import Config
+
+from coursekit.grading import flags as F
+from coursekit.grading.course import ASSIGNMENT, CONFIG_FILE, NOTEBOOK, Course, put_venv_on_path
+from coursekit.grading.execute import worker_steps
+from coursekit.grading.feedback import FeedbackWriter
+from coursekit.grading.preprocessors import FINDINGS, error_output
+
+
+class Recorder:
+    """Sanitises submissions for the workers and records what they ran; one per `coursekit grade` run."""
+
+    def __init__(self, course: Course, config: Config):
+        put_venv_on_path()
+        warnings.filterwarnings("ignore", module="nbgrader")  # its SQLAlchemy warnings are about its sessions
+        self.course = course
+        self.config = config
+        converter = Autograde(coursedir=course.coursedir(config), config=config)
+        self.sanitize_steps = [step(config=config) for step in converter.sanitize_preprocessors]
+        self.record_steps = [step(config=config) for step in worker_steps(converter.autograde_preprocessors)[1]]
+        self.permissions = int(str(converter.permissions), 8)
+        self.gb = Gradebook(course.db_url, course.coursedir(config).course_id)
+        self.feedback = FeedbackWriter(course)
+        self.journal = Journal(course.ingest_dir / "graded.jsonl")
+        self.fingerprint = hashlib.sha256(course.release_notebook.read_bytes()
+                                          + (course.root / CONFIG_FILE).read_bytes()
+                                          + repr(sorted(config.SandboxExecute.items())).encode()).hexdigest()
+
+    def close(self) -> None:
+        self.gb.close()
+        self.journal.close()
+
+    def worker_config(self) -> Config:
+        """The config sections the worker steps read, and nothing else (no gradebook URL, no paths)."""
+        steps, _ = worker_steps(self.config.Autograde.autograde_preprocessors)
+        config = Config()
+        config.Autograde.autograde_preprocessors = steps
+        for step in steps:
+            for base in step.mro():
+                if base.__name__ in self.config:
+                    config[base.__name__] = copy.deepcopy(self.config[base.__name__])
+        # The kernel OverwriteKernelspec puts in every notebook, so that kernels can start before it comes.
+        kernelspec = self.gb.find_notebook(NOTEBOOK, ASSIGNMENT).kernelspec
+        config.SandboxExecute.kernel_name = json.loads(kernelspec)["name"] if kernelspec else "python3"
+        return config
+
+    def _resources(self, student_id: str) -> dict:
+        return {"unique_key": NOTEBOOK, "output_files_dir": f"{NOTEBOOK}_files",
+                "nbgrader": {"student": student_id, "assignment": ASSIGNMENT, "notebook": NOTEBOOK,
+                             "db_url": self.course.db_url}}
+
+    def key(self, student_id: str) -> str:
+        """What a finished grade depends on: the prepared submission, the release, the grading config."""
+        data = self.course.submitted_notebook(student_id).read_bytes()
+        return hashlib.sha256(data + self.fingerprint.encode()).hexdigest()
+
+    def finished(self, student_id: str, key: str) -> list[str] | None:
+        """The execution flags of a student already graded from the same files, else None."""
+        flags = self.journal.flags(student_id, key)
+        if flags is None or not self.course.feedback_html(student_id).is_file():
+            return None
+        try:
+            self.gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student_id)
+        except MissingEntry:
+            return None
+        return flags
+
+    def sanitize(self, student_id: str) -> NotebookNode:
+        """The submitted notebook as nbgrader's autograde would run it (test cells from the gradebook)."""
+        nb = nbformat.read(self.course.submitted_notebook(student_id), as_version=4)
+        resources = self._resources(student_id)
+        for step in self.sanitize_steps:
+            nb, resources = step(nb, resources)
+        return nb
+
+    def record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
+        """Save the grades and files of one executed submission; return its execution flags."""
+        flags = [] if self.config.SandboxExecute.get("sandbox", True) else [F.UNSANDBOXED]
+        if executed is None:  # the worker could not run it: no cell counts as run
+            flags.append(F.flag(F.ERROR, f"grader could not run the notebook: {failure}"))
+            ran = self.sanitize(student_id)
+            for cell in ran.cells:
+                if cell.cell_type == "code":
+                    cell.outputs = [error_output("GraderError", "not run: the grading worker failed")]
+            ran.metadata.pop(FINDINGS, None)  # the student's, if any: only SandboxExecute writes it
+            findings = {}
+        else:
+            ran = nbformat.reads(executed, as_version=4)
+            findings = ran.metadata.pop(FINDINGS, {})  # written by the worker's SandboxExecute
+        self.gb.update_or_create_student(student_id)
+        self.gb.update_or_create_submission(ASSIGNMENT, student_id)
+        resources = self._resources(student_id)
+        for step in self.record_steps:
+            ran, resources = step(ran, resources)
+        self._write_autograded(student_id, ran)
+        memory = self.config.SandboxExecute.get("memory_limit", 2 << 30)
+        flags.extend(F.execution_flags(ran, f"memory capped at {memory / (1 << 30):g} GiB",
+                                       findings.get("kernel_errors")))
+        submitted = nbformat.read(self.course.submitted_notebook(student_id), as_version=4)
+        flags.extend(F.fabricated_outputs(submitted, ran, self.config.CapOutput.get("max_chars", 20000)))
+        F.add_findings(flags, findings)
+        self.feedback.write(student_id, ran)  # changes ran (hidden tests out), so last
+        self.journal.add(student_id, key, flags)
+        return flags
+
+    def _write_autograded(self, student_id: str, nb: NotebookNode) -> None:
+        path = self.course.autograded_notebook(student_id)
+        if path.parent.exists():
+            shutil.rmtree(path.parent)
+        path.parent.mkdir(parents=True)
+        nbformat.write(nb, path)
+        os.chmod(path, self.permissions)
+
+
+class Journal:
+    """Append-only lines {student_id, key, flags}: the students whose grading finished, and from what."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.done: dict[str, tuple[str, list[str]]] = {}
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    item = json.loads(line)
+                    self.done[item["student_id"]] = (item["key"], item["flags"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut short by an interruption: that student is graded again
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.out = open(path, "a", encoding="utf-8")  # noqa: SIM115 (kept open for the whole run)
+
+    def flags(self, student_id: str, key: str) -> list[str] | None:
+        found = self.done.get(student_id)
+        return list(found[1]) if found and found[0] == key else None
+
+    def add(self, student_id: str, key: str, flags: list[str]) -> None:
+        self.out.write(json.dumps({"student_id": student_id, "key": key, "flags": flags}, ensure_ascii=False) + "\n")
+        self.out.flush()
+        self.done[student_id] = (key, flags)
+
+    def close(self) -> None:
+        self.out.close()

@@ -1,0 +1,209 @@
+"""Grading beyond the defaults: a PostgreSQL gradebook, a Dask cluster, and a class stopped with Ctrl-C.
+
+The PostgreSQL and Dask runs grade the same folder as the shared sqlite class (conftest.graded_class)
+and must give its CSV byte for byte.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from conftest import make_course, read_rows
+from nbgrader.api import Gradebook
+from submission_kinds import NOTEBOOK_KINDS, expected
+
+from coursekit.cli import main
+from coursekit.grading.course import Course
+from coursekit.grading.release import release
+
+pytestmark = pytest.mark.slow
+CELL_TIMEOUT = "3"  # as in conftest.graded_class
+NOBODY = 65534  # PostgreSQL refuses to run as root; the server then runs as nobody
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def postgres_bin(name: str) -> str:
+    """A PostgreSQL server binary from PATH, else from Debian's /usr/lib/postgresql/<version>/bin."""
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)),
+                                       None)
+    if found is None:
+        pytest.fail(f"{name} not found: install PostgreSQL's server (Debian: apt-get install postgresql)")
+    return found
+
+
+@pytest.fixture
+def postgres(tmp_path):
+    """A private PostgreSQL server for this test: data and unix socket under tmp_path, its own port,
+    no TCP listener; yields the SQLAlchemy URL of an empty database `gradebook`."""
+    import sqlalchemy
+
+    folder = tmp_path / "pg"
+    folder.mkdir()
+    as_user = {}
+    if os.geteuid() == 0:
+        as_user = {"user": NOBODY, "group": NOBODY}
+        os.chown(folder, NOBODY, NOBODY)
+        for parent in [tmp_path, *tmp_path.parents][:-2]:  # let nobody pass through (not read) pytest's folders
+            parent.chmod(parent.stat().st_mode | stat.S_IXOTH)
+    port = free_port()
+    data, log = folder / "data", folder / "server.log"
+    subprocess.run([postgres_bin("initdb"), "-D", str(data), "-U", "coursekit", "--auth=trust", "-E", "UTF8",
+                    "--locale=C", "--no-sync"], check=True, capture_output=True, **as_user)
+    ctl = postgres_bin("pg_ctl")
+    subprocess.run([ctl, "-D", str(data), "-l", str(log), "-w", "-t", "60", "-o",
+                    f"-k {folder} -p {port} -c listen_addresses='' -F", "start"],
+                   check=True, capture_output=True, **as_user)
+    try:
+        url = f"postgresql+psycopg://coursekit@/{{db}}?host={folder}&port={port}"
+        engine = sqlalchemy.create_engine(url.format(db="postgres"), isolation_level="AUTOCOMMIT")
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("CREATE DATABASE gradebook"))
+        engine.dispose()
+        yield url.format(db="gradebook")
+    finally:
+        subprocess.run([ctl, "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True, **as_user)
+
+
+def test_a_postgresql_gradebook_gives_the_same_csv_as_sqlite(graded_class, postgres, tmp_path):
+    import sqlalchemy
+
+    course = make_course(tmp_path / "course")
+    with open(course.root / "nbgrader_config.py", "a", encoding="utf-8") as config:
+        config.write(f"\nc.CourseDirectory.db_url = {postgres!r}\n")  # nbgrader's own setting
+    course = Course.at(course.root)
+    assert course.db_url == postgres
+    assert main(["grade", str(graded_class.folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT]) == 0
+    assert course.report_csv.read_text(encoding="utf-8") == graded_class.csv_first
+    assert not (course.root / "gradebook.db").exists()
+    engine = sqlalchemy.create_engine(postgres)
+    with engine.connect() as conn:
+        graded = conn.execute(sqlalchemy.text("SELECT count(*) FROM submitted_assignment")).scalar()
+    engine.dispose()
+    assert graded == sum(1 for row in graded_class.rows.values() if "invalid_notebook" not in row["flags"]
+                         and "unknown_student_id" not in row["flags"])
+
+
+def test_a_dask_cluster_gives_the_same_csv_as_local_workers(graded_class, tmp_path):
+    from distributed import LocalCluster
+
+    course = make_course(tmp_path / "course")
+    release(course)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="2GiB",
+                      dashboard_address=None) as cluster:
+        code = main(["grade", str(graded_class.folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT,
+                     "--scheduler", cluster.scheduler_address])
+        ran = cluster.scheduler.task_prefixes["run_on_dask_worker"].state_counts["memory"]
+    assert code == 0
+    assert course.report_csv.read_text(encoding="utf-8") == graded_class.csv_first
+    assert ran == sum(1 for row in graded_class.rows.values() if row["flags"].split("(")[0] not in
+                      ("invalid_notebook", "unknown_student_id"))  # every gradable notebook ran on the cluster
+
+
+def test_an_unreachable_scheduler_is_a_one_line_error(released_course, tmp_path, capsys):
+    course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
+    (tmp_path / "subs").mkdir()
+    port = free_port()
+    assert main(["grade", str(tmp_path / "subs"), "--course", str(course.root),
+                 "--scheduler", f"tcp://127.0.0.1:{port}"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --scheduler tcp://127.0.0.1:{port}: cannot reach the Dask scheduler")
+    assert len(err.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+RUN = """import sys
+from coursekit.cli import main
+code = main(sys.argv[1:])
+print("dask imported:", sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed")))
+sys.exit(code)
+"""
+
+
+def our_processes(scratch: Path) -> list[psutil.Process]:
+    """Kernels (and anything they started) still running in this test's temporary folder."""
+    alive = []
+    for process in psutil.process_iter():
+        try:
+            if process.cwd().startswith(str(scratch)):
+                alive.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return alive
+
+
+def test_ctrl_c_keeps_the_gradebook_consistent_and_a_rerun_grades_only_the_rest(released_course, tmp_path):
+    course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
+    shutil.rmtree(course.ingest_dir, ignore_errors=True)  # the shared course may be graded already
+    base = nbformat.read(course.release_notebook, as_version=4)
+    folder = tmp_path / "lms"
+    folder.mkdir()
+    kinds = {f"s{n:02d}": "correct" for n in range(8)} | {"s08": "infinite_loop", "s09": "infinite_loop",
+                                                            "s10": "std_eq_zero", "s11": "hard_coded"}
+    for sid, kind in kinds.items():
+        nb = NOTEBOOK_KINDS[kind][0](copy.deepcopy(base))
+        (folder / f"{sid}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}  # the kernels' working folders
+    command = [sys.executable, "-c", RUN, "grade", str(folder), "--course", str(course.root),
+               "--timeout", CELL_TIMEOUT, "--jobs", "2"]
+    journal = course.ingest_dir / "graded.jsonl"
+
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not (journal.is_file() and len(journal.read_text().splitlines()) >= 3):
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    os.killpg(first.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole process group
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 130, err
+    assert "interrupted:" in err and "run the same command again" in err
+
+    finished = [json.loads(line)["student_id"] for line in journal.read_text().splitlines()]
+    assert 3 <= len(finished) < len(kinds)  # really stopped mid-class
+    time.sleep(1.5)
+    assert our_processes(scratch) == []  # no kernel outlived the interrupted run
+    db = sqlite3.connect(course.root / "gradebook.db")
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    db.close()
+    with Gradebook(course.db_url) as gb:
+        for sid in finished:  # each finished student is complete: scores, autograded notebook, feedback
+            grades = {g.name: g.auto_score for g in gb.find_submission_notebook("lesson11", "lesson11", sid).grades}
+            assert all(grades[name] is not None for name in ("test_normal", "test_boundary", "test_aggregation"))
+            assert course.autograded_notebook(sid).is_file() and course.feedback_html(sid).is_file()
+    stamps = {sid: course.feedback_html(sid).stat().st_mtime_ns for sid in finished}
+
+    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert "dask imported: []" in second.stdout  # no Dask without --scheduler
+    assert {sid: course.feedback_html(sid).stat().st_mtime_ns for sid in finished} == stamps  # not regraded
+    rows = read_rows(course.report_csv.read_text(encoding="utf-8"))
+    assert set(rows) == set(kinds)
+    for sid, kind in kinds.items():
+        (normal, boundary, aggregation), flags = expected(kind)
+        assert (float(rows[sid]["normal"]), float(rows[sid]["boundary"]), float(rows[sid]["aggregation"])) == \
+            (normal, boundary, aggregation), rows[sid]
+        assert {f.split("(", 1)[0] for f in rows[sid]["flags"].split(";") if f} == flags, rows[sid]
+    assert our_processes(scratch) == []
