@@ -131,7 +131,7 @@ class SandboxExecute(Execute):
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self._replay_findings: dict[str, list] = {}
         self.findings: dict[str, list] = {}
-        self._tests = test_sources(resources)
+        self._tests = test_sources(resources, nb)
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
@@ -308,15 +308,19 @@ class SandboxExecute(Execute):
                 f"processes outlived the sandbox: {len(survivors)}, killed")
 
 
-def test_sources(resources: dict | None) -> dict[str, str]:
-    """grade id -> source of each test cell (locked code cells), from the gradebook nbgrader grades
-    against: the trusted runs execute these, never a notebook's text. Empty outside autograde."""
+def test_sources(resources: dict | None, nb: NotebookNode) -> dict[str, str]:
+    """grade id -> source of each test cell (locked code cells) that the trusted runs execute, never a
+    student's text: from the gradebook when this process has it, else from the notebook the trusted
+    recorder sanitised (its OverwriteCells put the gradebook's locked cells back; ingest dropped
+    nbgrader metadata of grade ids the release does not have)."""
     info = (resources or {}).get("nbgrader", {})
-    if not info.get("db_url"):
-        return {}
-    with Gradebook(info["db_url"]) as gb:
-        cells = gb.find_notebook(info["notebook"], info["assignment"]).source_cells
-        return {c.name: c.source for c in cells if c.locked and c.cell_type == "code"}
+    if info.get("db_url"):
+        with Gradebook(info["db_url"]) as gb:
+            cells = gb.find_notebook(info["notebook"], info["assignment"]).source_cells
+            return {c.name: c.source for c in cells if c.locked and c.cell_type == "code"}
+    return {cell.metadata.nbgrader.grade_id: cell.source for cell in nb.cells
+            if cell.cell_type == "code" and utils.is_grade(cell) and utils.is_locked(cell)
+            and not utils.is_solution(cell)}
 
 
 def _own_classes(value, found: set[str], depth: int = 0) -> None:
