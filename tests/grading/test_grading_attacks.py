@@ -42,7 +42,7 @@ LIVE_ELEMENTS = """() => [...document.querySelectorAll('*')].filter(e =>
     || (['SCRIPT', 'IFRAME', 'OBJECT', 'EMBED'].includes(e.tagName) && e.outerHTML.includes('__ck_pwned'))
     ).map(e => e.outerHTML.slice(0, 120))"""
 GRADER_OUTPUTS = re.compile(r"^(submitted/|autograded/|\.ingest/|feedback/[^/]+/lesson11/lesson11\.html$|"
-                            r"reports/lesson11\.csv$|gradebook\.db$)")
+                            r"reports/lesson11(\.csv|\.html|_mistakes\.csv)$|gradebook\.db$)")
 
 
 @dataclass
