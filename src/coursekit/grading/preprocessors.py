@@ -41,7 +41,7 @@ from traitlets import Bool, Integer, Unicode
 
 from coursekit.errors import CourseError
 from coursekit.grading import trusted
-from coursekit.grading.sandbox import Limits, SandboxKernelManager, processes_in
+from coursekit.grading.sandbox import Limits, SandboxKernelManager, processes_in, reap
 from coursekit.lesson import blank_answers, has_answer_markers, visible_test_code
 
 GIB = 1 << 30
@@ -288,7 +288,8 @@ class SandboxExecute(Execute):
         if manager.namespace:
             deadline = time.monotonic() + 5
             while (survivors := processes_in(manager.namespace)) and time.monotonic() < deadline:
-                time.sleep(0.05)
+                reap(survivors)  # bwrap's init, orphaned when bwrap was killed, is this process's child
+                time.sleep(0.01)
             for pid in survivors:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
