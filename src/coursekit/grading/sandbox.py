@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import itertools
 import json
 import os
 import shutil
@@ -40,7 +41,9 @@ HOME = "/home/student"
 INSIDE_SOCKETS = "/tmp/ck-kernel"  # the kernel's unix sockets: /tmp/ck-kernel-1 ... -5 in the sandbox
 KERNEL_SIDE = Path(kernel_side.__file__).read_text(encoding="utf-8")
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2), Linux
-SANDBOX_UID_BASE = 1_000_000  # root only: sandbox uid = base + the grading worker's pid
+SANDBOX_UID_BASE = 1_000_000  # root only: sandbox uids = base + the grading worker's pid * 4 + 0..3
+KERNELS_PER_PROCESS = 4
+_kernels_started = itertools.count()
 FIX = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install "
        "bubblewrap) on Linux with unprivileged user namespaces, or grade with --no-sandbox "
        "(make grade GRADE_ARGS=--no-sandbox; every row is then flagged unsandboxed); see "
@@ -65,8 +68,13 @@ class Limits:
 
 
 def sandbox_uid() -> int | None:
-    """The uid the kernel drops to when bwrap runs as root (None: bwrap maps the caller's uid)."""
-    return SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 else None
+    """The uid the kernel drops to when bwrap runs as root (None: bwrap maps the caller's uid).
+
+    One of its own per kernel: a grading worker has up to KERNELS_PER_PROCESS kernels at once (the
+    one running, the next one booting, a replay), and RLIMIT_NPROC counts per uid."""
+    if os.geteuid() != 0:
+        return None
+    return SANDBOX_UID_BASE + os.getpid() * KERNELS_PER_PROCESS + next(_kernels_started) % KERNELS_PER_PROCESS
 
 
 def python_paths() -> list[str]:
