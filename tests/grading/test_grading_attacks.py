@@ -274,8 +274,7 @@ def test_no_script_of_the_student_runs_in_the_feedback_page(attacked, browser, s
 def formgrader_url(attacked):
     """nbgrader's formgrader on the attacked course: the page of the HTML/JS submission."""
     port = free_port()
-    env = {**os.environ, "JUPYTER_TOKEN": "coursekit-test"}
-    proc = subprocess.Popen(command(attacked.course, port), cwd=attacked.course.root, env=env,
+    proc = subprocess.Popen(command(attacked.course, port, "coursekit-test"), cwd=attacked.course.root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with Gradebook(attacked.course.db_url) as gb:
         submission = gb.find_submission_notebook("lesson11", "lesson11", sid_of(attacked, "html")).id

@@ -80,7 +80,9 @@ def kinds(graded_class: GradedClass) -> dict[str, Path]:
 def visible_grader(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, str]]:
     """{kind: report row} from `coursekit grade` with a course whose tests keep only their visible part."""
     root = tmp_path_factory.mktemp("visible")
-    lesson_path = root / "lesson11_grpo.qmd"
+    lesson_path = root / "lessons" / "lesson11_grpo.qmd"  # its figure at ../assets/figs, as in the repository
+    lesson_path.parent.mkdir()
+    shutil.copytree(REPO / "assets" / "figs", root / "assets" / "figs")
     lesson_path.write_text(visible_only_lesson(LESSON.read_text(encoding="utf-8")), encoding="utf-8")
     course = make_course(root / "course")
     source = branches.build_notebook(parse_lesson(lesson_path), "autograder")
