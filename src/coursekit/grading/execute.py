@@ -87,6 +87,8 @@ class Runner:
         km = kernel.executor.km
         if km is not None and km.has_kernel:
             run_sync(km.shutdown_kernel)(now=True)  # a spare that never ran: nothing of it is kept
+        if km is not None:
+            km.remove_socket_dir()  # done already for a kernel that ran
         shutil.rmtree(kernel.scratch, ignore_errors=True)
 
     def close(self) -> None:

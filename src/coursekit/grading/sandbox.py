@@ -225,6 +225,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self.transport = "ipc"
         self.connection_file = os.path.join(self.socket_dir, "kernel.json")
         self.namespace: str | None = None
+        self._namespace_fd: int | None = None
         self.shutdown_wait_time = 2.0  # half of it, then SIGTERM; the other half, then SIGKILL
         self._spec = KernelSpec(argv=[], display_name="Python 3 (coursekit sandbox)", language="python",
                                 interrupt_mode="message", env={}, metadata={})
@@ -272,6 +273,8 @@ class SandboxKernelManager(AsyncKernelManager):
             inner = [p for p in children(process.pid) if pid_namespace(p) not in (own, None)]
             if inner:
                 self.namespace = pid_namespace(inner[0])
+                with contextlib.suppress(OSError):  # see remove_socket_dir
+                    self._namespace_fd = os.open(f"/proc/{inner[0]}/ns/pid", os.O_RDONLY)
                 return inner[0]
             if process.poll() is not None:
                 break
@@ -283,4 +286,11 @@ class SandboxKernelManager(AsyncKernelManager):
         return processes_in(self.namespace) if self.namespace else []
 
     def remove_socket_dir(self) -> None:
+        """The end of the sandbox: its folder, and the hold on its PID namespace. That hold keeps the
+        namespace's id from going to a new sandbox (of this or another worker) while this one's
+        leftovers are looked for by that id (processes_in), which would then find, and kill, the
+        processes of the new one."""
         shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self._namespace_fd is not None:
+            os.close(self._namespace_fd)
+            self._namespace_fd = None
