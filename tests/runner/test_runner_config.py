@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 import re
 import shutil
@@ -43,7 +45,8 @@ def test_own_run_names_are_what_the_hidden_block_reads() -> None:
     """The lesson's option and the grader's hidden text name the same variables (defined once, checked here)."""
     (cell,) = [t for t in LESSON_11.tests() if t.options.get("own_run")]
     hidden = cell.body.split("### BEGIN HIDDEN TESTS", 1)[1].split("### END HIDDEN TESTS", 1)[0]
-    read = set(re.findall(r'"(\w+)"', hidden))
+    loads = {n.id for n in ast.walk(ast.parse(hidden)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    read = {name for name in loads if not name.startswith("_") and not hasattr(builtins, name)}
     assert set(LESSON_11.visible_checks()[2].own_run) == read
 
 
