@@ -83,8 +83,9 @@ def inside():
 
 def test_the_kernel_sees_python_and_its_scratch_folder_only(inside):
     seen, _, _ = inside
-    assert set(seen["root"]) <= {"usr", "lib", "lib64", "lib32", "etc", "proc", "dev", "tmp", "home", "root", "work",
-                                 "opt"}
+    # the system's library folders, and the top folder of wherever this checkout's venv lives
+    assert set(seen["root"]) <= {"usr", "lib", "lib64", "lib32", "etc", "proc", "dev", "tmp", "home", "root", "opt",
+                                 Path(sys.prefix).resolve().parts[1]}
     assert set(seen["repo"]) <= {".venv"} and not seen["usr_bin"]  # the repository shows its venv only
     assert seen["cwd"] == HOME and seen["write_home"] == "ok" and seen["write_venv"] == "OSError"
     assert seen["write_connection"] == seen["plant_next_to_it"] == "OSError"  # no host path is writable
