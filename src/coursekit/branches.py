@@ -27,6 +27,7 @@ from nbclient import NotebookClient
 from coursekit.course_file import LessonEntry, load_course, resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.lesson import HINT_LEVELS, Code, Div, Lesson, Node, Text, parse_lesson
+from coursekit.nav import nav_outputs
 
 EXERCISE_ID = "group_advantages"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -389,16 +390,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    entries = load_course().lessons if args.lesson is None else (resolve_lesson(args.lesson),)
+    course = load_course()
+    entries = course.lessons if args.lesson is None else (resolve_lesson(args.lesson),)
     # every lesson builds before anything is written, so one bad lesson writes nothing
-    built = [(entry, build_outputs(entry)) for entry in entries]
+    built = [(str(entry.source), build_outputs(entry)) for entry in entries]
+    if all(e.id in {c.id for c in course.lessons} for e in entries):  # not for a draft outside the course
+        built.append((str(course.path), nav_outputs(course)))
     outputs = {rel: text for _, each in built for rel, text in each.items()}
     if args.check:
         stale = stale_outputs(outputs, args.root)
         for rel in stale:
             print(f"{rel}: differs from what `make branches` generates; run `make branches` and commit")
         return 1 if stale else 0
-    for entry, each in built:
+    for source, each in built:
         written = write_outputs(each, args.root)
-        print(f"branches: {len(each)} files from {entry.source} ({len(written)} updated)")
+        print(f"branches: {len(each)} files from {source} ({len(written)} updated)")
     return 0

@@ -1,7 +1,8 @@
 """The course file (`course.yml`): the lessons in order and the lesson template.
 
+    title:    the site's title
     lessons:  - id: lesson11, slug: lesson11_grpo, source: lessons/lesson11_grpo.qmd, title: 第 11 课,
-                demos: [{source: lessons/lesson11_grpo_demo.ipynb, title: 演示}]
+                demos: [{source: lessons/lesson11_grpo_demo.ipynb, title: 演示, long_title: 演示：…}]
     template: sections: [本课目标与完成标准, ...]
 
 Every other module takes lesson names and paths from here.
@@ -28,7 +29,8 @@ class Demo:
     """A demo notebook shown beside its lesson."""
 
     source: Path
-    title: str
+    title: str  # the navbar's text
+    long_title: str  # the sidebar's text
 
     @property
     def target(self) -> str:
@@ -63,6 +65,7 @@ class CourseFile:
     """The parsed course file."""
 
     path: Path
+    title: str  # the site's title (_quarto.yml; the solution profile adds 参考答案版)
     lessons: tuple[LessonEntry, ...]
     sections: tuple[str, ...]
 
@@ -110,6 +113,8 @@ def load_course(path: Path | None = None) -> CourseFile:
         raise CourseError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("lessons"), list) or not data["lessons"]:
         raise CourseError(f"{path}: needs a non-empty 'lessons' list")
+    if not isinstance(data.get("title"), str):
+        raise CourseError(f"{path}: needs a 'title' (the site's title)")
     sections = (data.get("template") or {}).get("sections")
     if not isinstance(sections, list) or not all(isinstance(s, str) and s for s in sections):
         raise CourseError(f"{path}: 'template: sections:' must be a list of heading titles")
@@ -118,7 +123,7 @@ def load_course(path: Path | None = None) -> CourseFile:
         seen = [getattr(e, key) for e in lessons]
         if dup := sorted({v for v in seen if seen.count(v) > 1}):
             raise CourseError(f"{path}: lesson {key} '{dup[0]}' is used twice")
-    return CourseFile(path, lessons, tuple(sections))
+    return CourseFile(path, data["title"], lessons, tuple(sections))
 
 
 def _lesson(path: Path, k: int, item: object) -> LessonEntry:
@@ -139,7 +144,7 @@ def _lesson(path: Path, k: int, item: object) -> LessonEntry:
         if not isinstance(demo, dict) or not isinstance(demo.get("source"), str) \
                 or not isinstance(demo.get("title"), str) or not demo["source"].endswith(".ipynb"):
             raise CourseError(f"{where}: each demo needs 'source' (an .ipynb) and 'title'")
-        demos.append(Demo(Path(demo["source"]), demo["title"]))
+        demos.append(Demo(Path(demo["source"]), demo["title"], str(demo.get("long_title") or demo["title"])))
     return LessonEntry(item["id"], item["slug"], source, item["title"], tuple(demos))
 
 
