@@ -104,3 +104,16 @@ def test_the_profiles_list_every_lesson_and_demo_in_course_order(tmp_path):
                                             "lessons/demo.ipynb"]
     navbar = [i["text"] for i in profile["website"]["navbar"]["left"]]
     assert navbar == ["首页", "第 10 课（练习）", "第 11 课（练习）", "演示"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["branches", "--lesson", "lesson12", "--check"],
+    ["release", "--lesson", "lesson12"],
+    ["grade", "subs", "--lesson", "lesson12"],
+    ["report", "--lesson", "lesson12"],
+    ["lab", "--lesson", "lesson12", "--no-browser"],
+])
+def test_every_command_refuses_a_lesson_not_in_the_course(argv, capsys):
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "no lesson 'lesson12'; the lessons are lesson11" in err and err.count("\n") == 1
