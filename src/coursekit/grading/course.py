@@ -13,7 +13,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import capture_log
 from traitlets.config import Config, PyFileConfigLoader
 
-from coursekit.course_file import load_course
+from coursekit.course_file import COURSE_FILE, CourseFile, LessonEntry, load_course
 from coursekit.errors import CourseError
 
 CONFIG_FILE = "nbgrader_config.py"
@@ -39,13 +39,19 @@ class Course:
 
     @classmethod
     def at(cls, root: Path | str = DEFAULT_ROOT, lesson: str | None = None) -> Course:
-        """The course folder at `root`, for the lesson with id or slug `lesson` (default: the first)."""
+        """The course folder at `root`, for the lesson with id or slug `lesson` (default: the first) of
+        the course file beside the folder (`root/../course.yml`), else of the default course file."""
         root = Path(root).resolve()
         if not (root / CONFIG_FILE).is_file():
             raise CourseError(f"{root / CONFIG_FILE}: no nbgrader config here; pass the course folder "
                               f"(the one holding {CONFIG_FILE}), e.g. --course autograder")
-        course = load_course()
+        course = project_course(root)
         return cls(root, (course.lesson(lesson) if lesson else course.first).id)
+
+    @property
+    def lesson(self) -> LessonEntry:
+        """This assignment's lesson in the project's course file."""
+        return project_course(self.root).lesson(self.assignment)
 
     @property
     def notebook(self) -> str:
@@ -120,6 +126,12 @@ def run_converter(course: Course, converter: type, student_id: str = "*", config
         raise CourseError(f"{course.root}: nbgrader {converter.__name__} failed for "
                           f"'{student_id}': " + " | ".join(detail))
     return result.get("log", "")
+
+
+def project_course(root: Path) -> CourseFile:
+    """The course file beside a course folder (`root/../course.yml`), else the default one."""
+    beside = Path(root).parent / COURSE_FILE
+    return load_course(beside if beside.is_file() else None)
 
 
 def put_venv_on_path() -> None:

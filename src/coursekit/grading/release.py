@@ -15,12 +15,12 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import GenerateAssignment
 
-from coursekit.course_file import load_course
 from coursekit.errors import CourseError
 from coursekit.grading.course import (
     CODE_CELL,
     DEFAULT_ROOT,
     Course,
+    project_course,
     put_venv_on_path,
     run_converter,
 )
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    for entry in load_course().select(args.lesson):
+    for entry in project_course(args.course).select(args.lesson):
         course = Course.at(args.course, entry.id)
         notebook = release(course)
         args.to.mkdir(parents=True, exist_ok=True)
@@ -54,7 +54,7 @@ def release(course: Course) -> Path:
     """Generate autograder/release/<id>/<id>.ipynb and the assignment's gradebook entries; return the path."""
     if not course.source_notebook.is_file():
         raise CourseError(f"{course.source_notebook}: missing; run 'make branches' to generate it "
-                          f"from {load_course().lesson(course.assignment).source}")
+                          f"from {course.lesson.source}")
     run_converter(course, GenerateAssignment, force=True, create_assignment=True)
     check_release(course.release_notebook)
     return course.release_notebook

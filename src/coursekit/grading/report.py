@@ -25,7 +25,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm import tqdm
 
-from coursekit.course_file import load_course, resolve_lesson
+from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
 from coursekit.grading.autograded import Graded, read_class, release_prompts
@@ -36,6 +36,7 @@ from coursekit.grading.course import (
     MAX_SCORE,
     PASS_SCORE,
     Course,
+    project_course,
 )
 from coursekit.grading.feedback import FeedbackWriter
 from coursekit.grading.similarity import copy_flags
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         entry = resolve_lesson(args.lesson)
         courses = [(Course.at(args.course, entry.id), entry.source)]
     else:  # every lesson graded so far; none graded: the first lesson's error
-        courses = [(Course.at(args.course, e.id), None) for e in load_course().lessons]
+        courses = [(Course.at(args.course, e.id), None) for e in project_course(args.course).lessons]
         courses = [c for c in courses if c[0].manifest.is_file()] or courses[:1]
     for course, source in courses:
         rows = write_report(course, source)
@@ -135,7 +136,7 @@ def write_report(course: Course, lesson: Path | None = None) -> list[Row]:
 
 def find_lesson(course: Course, lesson: Path | None) -> Path:
     """The lesson source: as given, else the assignment's (course.yml) here or beside the course folder."""
-    default = load_course().lesson(course.assignment).source
+    default = course.lesson.source
     for candidate in [lesson] if lesson else [default, course.root.parent / default]:
         if candidate.is_file():
             return candidate
