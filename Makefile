@@ -3,8 +3,8 @@ PY      := .venv/bin/python
 CK      := $(PY) -m coursekit
 STAMP   := .venv/.installed
 SYSTEM  := src/coursekit/system.py
-# LESSON=<id of course.yml>: branches, release, site, grade, check, report and lab work on that lesson
-# only; without it, on every lesson (grade, check and lab: the first lesson)
+# LESSON=<id of course.yml>: branches, release, grade, check, report, export and lab work on that lesson
+# only; without it, on every lesson (grade, check, export and lab: the first lesson)
 LESSON_ARG := $(if $(LESSON),--lesson $(LESSON))
 # SYSTEM_FLAGS=--check: only look for the system packages, install nothing
 

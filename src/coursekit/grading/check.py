@@ -1,8 +1,9 @@
 """`coursekit check NOTEBOOK`: a student's self-check with the lesson's visible checks.
 
 Runs the notebook's own code cells (not its test cells) in a fresh sandboxed kernel, then each
-visible check of the lesson (`Lesson.visible_checks`: the seed's asserts, from
-lessons/lesson11_grpo.qmd), each cell with the time limit, and prints each result in plain words.
+visible check of the lesson (`Lesson.visible_checks`: the seed's asserts, from the source of the
+--lesson of course.yml, e.g. lessons/lesson11_grpo.qmd), each cell with the time limit, and prints each
+result in plain words.
 A check with `own_run` names passes only if the student's own cells left each name with the value
 the check's visible lines give it (the grader scores it on the student's run); the browser's Check
 (assets/runner/runner-worker.js) applies the same rule. Exits 1 when anything fails — unlike
