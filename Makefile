@@ -3,6 +3,9 @@ PY      := .venv/bin/python
 CK      := $(PY) -m coursekit
 STAMP   := .venv/.installed
 SYSTEM  := src/coursekit/system.py
+# LESSON=<id of course.yml>: branches, release, grade, check, report, export and lab work on that lesson
+# only; without it, on every lesson (grade, check, export and lab: the first lesson)
+LESSON_ARG := $(if $(LESSON),--lesson $(LESSON))
 # SYSTEM_FLAGS=--check: only look for the system packages, install nothing
 
 .PHONY: all setup system-setup system-figures system-test branches figures editor release grade check report \
@@ -35,29 +38,29 @@ editor: $(STAMP)
 
 # ---- lesson source -> branches, figures, nbgrader
 branches: $(STAMP)
-	$(CK) branches
+	$(CK) branches $(LESSON_ARG)
 
 figures: system-figures
 	$(PY) -m grpolab.figures --out-dir assets/figs
 
 release: $(STAMP) branches
-	$(CK) release
+	$(CK) release $(LESSON_ARG)
 
 grade: $(STAMP)
-	$(CK) grade $(SUBMISSIONS) $(GRADE_ARGS)
+	$(CK) grade $(SUBMISSIONS) $(LESSON_ARG) $(GRADE_ARGS)
 
 check: $(STAMP)
-	$(CK) check $(NOTEBOOK)
+	$(CK) check $(NOTEBOOK) $(LESSON_ARG)
 
 report: $(STAMP)
-	$(CK) report
+	$(CK) report $(LESSON_ARG)
 
 formgrader: $(STAMP)
 	$(CK) formgrader
 
 FORMAT ?= canvas
 export: $(STAMP)
-	$(CK) export --format $(FORMAT) --roster "$(ROSTER)"
+	$(CK) export --format $(FORMAT) --roster "$(ROSTER)" $(LESSON_ARG)
 
 # ---- demo notebook (CPU defaults; see README for the GPU command)
 demo: $(STAMP)
@@ -68,7 +71,7 @@ site: $(STAMP) branches release
 	$(CK) site
 
 lab: $(STAMP)
-	$(CK) lab
+	$(CK) lab $(LESSON_ARG)
 
 # ---- checks
 test: system-test

@@ -24,11 +24,11 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from coursekit.course_file import LessonEntry, load_course, resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.lesson import HINT_LEVELS, Code, Div, Lesson, Node, Text, parse_lesson
+from coursekit.nav import nav_outputs
 
-LESSON = Path("lessons/lesson11_grpo.qmd")
-ASSIGNMENT = "lesson11"
 EXERCISE_ID = "group_advantages"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -335,25 +335,29 @@ def _notebook_text(nb: nbformat.NotebookNode) -> str:
     return nbformat.writes(nb) + "\n"
 
 
-def _outputs_for(lesson_path: Path) -> list[tuple[str, Callable[[Lesson], str]]]:
+def _outputs_for(entry: LessonEntry) -> list[tuple[str, Callable[[Lesson], str]]]:
     """One generator per generated file. The solution notebook runs beside the source: lessons/ and
     solutions/ sit at the same depth, so relative paths (figures) resolve the same way."""
-    stem = lesson_path.stem
+    stem, lesson_path = entry.slug, entry.source
     return [
         (f"exercises/{stem}.qmd", lambda lesson: render_qmd(lesson, "exercise")),
         (f"exercises/{stem}.ipynb", lambda lesson: _notebook_text(build_notebook(lesson, "exercise"))),
         (f"solutions/{stem}.qmd", lambda lesson: render_qmd(lesson, "solution")),
         (f"solutions/{stem}.ipynb", lambda lesson: _notebook_text(
             execute_notebook(build_notebook(lesson, "solution"), lesson_path.parent, lesson_path))),
-        (f"autograder/source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb",
+        (entry.source_notebook.as_posix(),
          lambda lesson: _notebook_text(build_notebook(lesson, "autograder"))),
     ]
 
 
-def build_outputs(lesson_path: Path) -> dict[str, str]:
-    """Every generated file's text, keyed by path relative to the project root."""
-    lesson = parse_lesson(lesson_path)
-    return {path: make(lesson) for path, make in _outputs_for(lesson_path)}
+def build_outputs(lesson: Path | LessonEntry) -> dict[str, str]:
+    """Every generated file's text, keyed by path relative to the project root.
+
+    `lesson`: a course lesson, or a source path (its id comes from the course file, else its name).
+    """
+    entry = lesson if isinstance(lesson, LessonEntry) else resolve_lesson(lesson)
+    parsed = parse_lesson(entry.source)
+    return {path: make(parsed) for path, make in _outputs_for(entry)}
 
 
 def write_outputs(outputs: dict[str, str], root: Path) -> list[str]:
@@ -378,19 +382,27 @@ def stale_outputs(outputs: dict[str, str], root: Path) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--lesson", type=Path, default=LESSON, help="lesson source (default: %(default)s)")
+    parser.add_argument("--lesson", default=None,
+                        help="a lesson id of course.yml or a lesson source .qmd (default: every lesson)")
     parser.add_argument("--root", type=Path, default=Path("."), help="project root to write into")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if any generated file differs from the build")
 
 
 def run(args: argparse.Namespace) -> int:
-    outputs = build_outputs(args.lesson)
+    course = load_course()
+    entries = course.lessons if args.lesson is None else (resolve_lesson(args.lesson),)
+    # every lesson builds before anything is written, so one bad lesson writes nothing
+    built = [(str(entry.source), build_outputs(entry)) for entry in entries]
+    if all(e.id in {c.id for c in course.lessons} for e in entries):  # not for a draft outside the course
+        built.append((str(course.path), nav_outputs(course)))
+    outputs = {rel: text for _, each in built for rel, text in each.items()}
     if args.check:
         stale = stale_outputs(outputs, args.root)
         for rel in stale:
             print(f"{rel}: differs from what `make branches` generates; run `make branches` and commit")
         return 1 if stale else 0
-    written = write_outputs(outputs, args.root)
-    print(f"branches: {len(outputs)} files from {args.lesson} ({len(written)} updated)")
+    for source, each in built:
+        written = write_outputs(each, args.root)
+        print(f"branches: {len(each)} files from {source} ({len(written)} updated)")
     return 0

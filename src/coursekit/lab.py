@@ -19,9 +19,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from coursekit.course_file import load_course
 from coursekit.errors import CourseError
 
-EXERCISE = Path("exercises/lesson11_grpo.ipynb")
+EXERCISE = load_course().first.branch_notebook("exercise")  # the default lesson: the first of course.yml
 WORK_DIR = Path("work")
 LAB_CONFIG = Path("build/lab-config")  # JUPYTER_CONFIG_PATH for `make lab` (outside the served folder)
 NBGRADER_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.assignment_list",
@@ -34,23 +35,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root (default: current folder)")
     parser.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (default: 8888)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    parser.add_argument("--lesson", default=None, help="lesson id of course.yml (default: the first lesson)")
 
 
 def run(args: argparse.Namespace) -> int:
     root = args.root.resolve()
-    notebook, created = prepare_workspace(root)
+    exercise = load_course().lesson(args.lesson).branch_notebook("exercise") if args.lesson else EXERCISE
+    notebook, created = prepare_workspace(root, exercise=exercise)
     rel = notebook.relative_to(root)
     print(f"{'created' if created else 'keeping your work in'} {rel}; check it with: make check NOTEBOOK={rel}")
     cmd = lab_command(notebook, args.port, open_browser=not args.no_browser)
     return subprocess.run(cmd, cwd=root, env=lab_environment(root, os.environ), check=False).returncode
 
 
-def prepare_workspace(root: Path, work_dir: Path = WORK_DIR) -> tuple[Path, bool]:
+def prepare_workspace(root: Path, work_dir: Path = WORK_DIR, exercise: Path = EXERCISE) -> tuple[Path, bool]:
     """Copy the exercise notebook into work_dir unless a copy is already there; return (copy, created)."""
-    source = root / EXERCISE
+    source = root / exercise
     if not source.is_file():
-        raise CourseError(f"{EXERCISE}: missing; run `make branches` first")
-    target = root / work_dir / EXERCISE.name
+        raise CourseError(f"{exercise}: missing; run `make branches` first")
+    target = root / work_dir / exercise.name
     if target.exists():
         return target, False
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -25,13 +25,10 @@ from pathlib import Path
 
 import yaml
 
+from coursekit.course_file import load_course
 from coursekit.errors import CourseError
 
 ROLES = ("exercise", "solution", "test")
-REQUIRED_SECTIONS = (
-    "本课目标与完成标准", "前置关系", "核心心智模型", "具体演示", "实践任务", "检查方法",
-    "Q1", "Q2", "Q3", "评分与通过规则", "参考资料",
-)
 HINT_LEVELS = ("概念区域", "具体方向", "关键局部", "完整答案")
 LINE_MARKER = "# SOLUTION"
 BEGIN_MARKER = "# BEGIN SOLUTION"
@@ -278,8 +275,11 @@ def _split_front_matter(path: Path, lines: list[str]) -> tuple[dict, int]:
     raise LessonError(path, 1, "front matter is never closed; add a '---' line after it")
 
 
-def parse_lesson(path: Path | str) -> Lesson:
-    """Read, parse and check a lesson source; raise LessonError naming file:line on any problem."""
+def parse_lesson(path: Path | str, sections: tuple[str, ...] | None = None) -> Lesson:
+    """Read, parse and check a lesson source; raise LessonError naming file:line on any problem.
+
+    `sections`: the headings the lesson must have (default: the course file's lesson template).
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -324,7 +324,7 @@ def parse_lesson(path: Path | str) -> Lesson:
         raise LessonError(path, stack[-1].line, "div is never closed; add a ':::' line")
 
     lesson = Lesson(path, meta, root, exercise=None)  # type: ignore[arg-type]
-    _check(lesson)
+    _check(lesson, load_course().sections if sections is None else sections)
     return lesson
 
 
@@ -360,7 +360,7 @@ def _code_cell(path: Path, lang: str, lines: list[str], number: int) -> Code:
 
 # ---------------------------------------------------------------- checks
 
-def _check(lesson: Lesson) -> None:
+def _check(lesson: Lesson, sections: tuple[str, ...]) -> None:
     path = lesson.path
     codes = [n for n in lesson.walk() if isinstance(n, Code)]
     exercises = [c for c in codes if c.role == "exercise"]
@@ -396,11 +396,11 @@ def _check(lesson: Lesson) -> None:
     headings = {re.sub(r"^#+\s*", "", line).strip(): n.line + k
                 for n in lesson.walk() if isinstance(n, Text)
                 for k, line in enumerate(n.lines) if line.startswith("#")}
-    for section in REQUIRED_SECTIONS:
+    for section in sections:
         if not any(h == section or h.startswith(section + "：") or h.startswith(section + ":")
                    for h in headings):
             raise LessonError(path, 1, f"missing section '{section}'; the lesson must keep every "
-                              "section of the seed, in order")
+                              "section of the course's lesson template (course.yml), in order")
 
     refs = lesson.reference_answers()
     for div in lesson.answers():

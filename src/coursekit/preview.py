@@ -21,6 +21,7 @@ import nbformat
 from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
+from coursekit.course_file import LessonEntry, load_course
 from coursekit.errors import CourseError
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -56,16 +57,18 @@ class Branch:
     lesson: Page
 
 
-DEMO = Page(Path("lessons/lesson11_grpo_demo.ipynb"), "lessons/lesson11_grpo_demo.html", "演示")
+def lesson_page(entry: LessonEntry, branch: str) -> Page:
+    """A lesson's page in one branch's site, e.g. exercises/<slug>.html titled '<title>（练习）'."""
+    source = entry.branch_notebook(branch)
+    return Page(source, source.with_suffix(".html").as_posix(), f"{entry.title}（{BRANCH_TEXT[branch]}）")
+
+
+BRANCH_TEXT = {"exercise": "练习", "solution": "参考答案"}
+_LESSON = load_course().first  # the previewed lesson: the first of course.yml
+DEMO = Page(_LESSON.demos[0].source, _LESSON.demos[0].target, _LESSON.demos[0].title)
 BRANCHES = {
-    "exercise": Branch(
-        "exercise", "_site",
-        Page(Path("exercises/lesson11_grpo.ipynb"), "exercises/lesson11_grpo.html", "第 11 课（练习）"),
-    ),
-    "solution": Branch(
-        "solution", "_site-solution",
-        Page(Path("solutions/lesson11_grpo.ipynb"), "solutions/lesson11_grpo.html", "第 11 课（参考答案）"),
-    ),
+    "exercise": Branch("exercise", "_site", lesson_page(_LESSON, "exercise")),
+    "solution": Branch("solution", "_site-solution", lesson_page(_LESSON, "solution")),
 }
 HOME = "index.html"
 INDEX_QMD = Path("index.qmd")

@@ -25,12 +25,14 @@ import json
 import shutil
 from pathlib import Path
 
+from coursekit.course_file import load_course, resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading.ingest import STUDENT_ID
 from coursekit.lesson import Lesson, parse_lesson
 
-LESSON = Path("lessons/lesson11_grpo.qmd")
-RELEASE_NOTEBOOK = Path("autograder/release/lesson11/lesson11.ipynb")
+# The default lesson: the first of course.yml (write_config takes any lesson's source and release).
+LESSON = load_course().first.source
+RELEASE_NOTEBOOK = load_course().first.release_notebook
 ANSWER_GRADE_ID = "group_advantages"
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "assets" / "runner"
 # Copied to <site>/assets/runner/; editor.js is the CodeMirror bundle (`make editor`, committed).
@@ -92,13 +94,14 @@ def answer_areas(lesson: Lesson, notebook: dict) -> list[dict]:
     return areas
 
 
-def build_config(lesson: Lesson, notebook: dict, branch: str, *, time_limit_s: float = TIME_LIMIT_S) -> dict:
-    """The runner's config for one branch of the site."""
+def build_config(lesson: Lesson, notebook: dict, branch: str, *, time_limit_s: float = TIME_LIMIT_S,
+                 lesson_id: str | None = None) -> dict:
+    """The runner's config for one branch of the site; `lesson_id` defaults to the lesson's course id."""
     if branch not in BRANCHES:
         raise CourseError(f"unknown branch '{branch}'; use one of: {', '.join(BRANCHES)}")
     return {
         "version": 2,
-        "lesson_id": RELEASE_NOTEBOOK.parent.name,
+        "lesson_id": lesson_id or resolve_lesson(lesson.path).id,
         "branch": branch,
         "starter_code": lesson.blank_code,
         "checks": check_groups(lesson),

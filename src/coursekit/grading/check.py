@@ -1,8 +1,9 @@
 """`coursekit check NOTEBOOK`: a student's self-check with the lesson's visible checks.
 
 Runs the notebook's own code cells (not its test cells) in a fresh sandboxed kernel, then each
-visible check of the lesson (`Lesson.visible_checks`: the seed's asserts, from
-lessons/lesson11_grpo.qmd), each cell with the time limit, and prints each result in plain words.
+visible check of the lesson (`Lesson.visible_checks`: the seed's asserts, from the source of the
+--lesson of course.yml, e.g. lessons/lesson11_grpo.qmd), each cell with the time limit, and prints each
+result in plain words.
 A check with `own_run` names passes only if the student's own cells left each name with the value
 the check's visible lines give it (the grader scores it on the student's run); the browser's Check
 (assets/runner/runner-worker.js) applies the same rule. Exits 1 when anything fails — unlike
@@ -20,12 +21,12 @@ from pathlib import Path
 import nbformat
 from traitlets.config import Config
 
+from coursekit.course_file import load_course, resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading.ingest import read_notebook
 from coursekit.grading.preprocessors import SandboxExecute
 from coursekit.lesson import BLANK, VisibleCheck, parse_lesson
 
-DEFAULT_LESSON = Path("lessons/lesson11_grpo.qmd")
 MARK = "__coursekit_check__"
 OWN_RUN = "按你自己代码的运行结果计分"
 # One kernel cell per student cell and per check. `own_run` names are read before the check's code
@@ -69,7 +70,8 @@ class Report:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("notebook", type=Path, nargs="?", help="your notebook (.ipynb)")
-    parser.add_argument("--lesson", type=Path, default=DEFAULT_LESSON, help="lesson source with the checks")
+    parser.add_argument("--lesson", default=None,
+                        help="lesson id of course.yml or lesson source with the checks (default: the first lesson)")
     parser.add_argument("--timeout", type=int, default=10, help="seconds per cell")
 
 
@@ -81,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     nb, problem = read_notebook(args.notebook)
     if problem:
         raise CourseError(f"{args.notebook}: {problem}; save the notebook from Jupyter and try again")
-    report = check_notebook(nb, parse_lesson(args.lesson).visible_checks(), args.timeout)
+    lesson = resolve_lesson(args.lesson or load_course().first.id)
+    report = check_notebook(nb, parse_lesson(lesson.source).visible_checks(), args.timeout)
     print(f"检查 {args.notebook}（只运行可见检查；隐藏测试和问答题由老师评分）")
     print("\n".join(report.lines))
     return 0 if report.ok else 1

@@ -29,7 +29,7 @@ from matplotlib import font_manager  # noqa: E402
 
 from coursekit.grading import flags as F  # noqa: E402
 from coursekit.grading.autograded import Graded  # noqa: E402
-from coursekit.grading.course import ASSIGNMENT, AUTO_CELLS, MANUAL_CELLS, PASS_SCORE, Course  # noqa: E402
+from coursekit.grading.course import AUTO_CELLS, MANUAL_CELLS, PASS_SCORE, Course  # noqa: E402
 from coursekit.lesson import Lesson  # noqa: E402
 
 COMMON = 2
@@ -44,7 +44,7 @@ def report_html(course: Course) -> Path:
 
 
 def mistakes_csv(course: Course) -> Path:
-    return course.report_csv.with_name(f"{ASSIGNMENT}_mistakes.csv")
+    return course.report_csv.with_name(f"{course.assignment}_mistakes.csv")
 
 
 @dataclass
@@ -92,7 +92,8 @@ def write_class_report(course: Course, rows: list, graded: dict[str, Graded], le
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
     _style()
     context = report_context(rows, mistakes, titles, answer_titles(lesson))
-    page = env.get_template("classreport.html.j2").render(**context, title=lesson.front_matter.get("title", ASSIGNMENT))
+    page = env.get_template("classreport.html.j2").render(
+        **context, title=lesson.front_matter.get("title", course.assignment), assignment=course.assignment)
     report_html(course).write_text(page, encoding="utf-8")
 
 

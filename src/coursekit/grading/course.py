@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -13,10 +13,9 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.utils import capture_log
 from traitlets.config import Config, PyFileConfigLoader
 
+from coursekit.course_file import COURSE_FILE, CourseFile, LessonEntry, load_course
 from coursekit.errors import CourseError
 
-ASSIGNMENT = "lesson11"
-NOTEBOOK = "lesson11"
 CONFIG_FILE = "nbgrader_config.py"
 DEFAULT_ROOT = Path("autograder")
 # grade ids of the source notebook (contract: coursekit branches); the CSV columns follow AUTO_CELLS.
@@ -29,17 +28,35 @@ PASS_SCORE = 8.0
 
 @dataclass(frozen=True)
 class Course:
-    """One nbgrader course folder (by default `autograder/`)."""
+    """One nbgrader course folder (by default `autograder/`) and one of its assignments (a lesson).
+
+    The assignment id is the lesson's id in course.yml (default: the first lesson); its one notebook
+    has the same name. All lessons share the folder and its gradebook.
+    """
 
     root: Path
+    assignment: str = field(default_factory=lambda: load_course().first.id)
 
     @classmethod
-    def at(cls, root: Path | str = DEFAULT_ROOT) -> Course:
+    def at(cls, root: Path | str = DEFAULT_ROOT, lesson: str | None = None) -> Course:
+        """The course folder at `root`, for the lesson with id or slug `lesson` (default: the first) of
+        the course file beside the folder (`root/../course.yml`), else of the default course file."""
         root = Path(root).resolve()
         if not (root / CONFIG_FILE).is_file():
             raise CourseError(f"{root / CONFIG_FILE}: no nbgrader config here; pass the course folder "
                               f"(the one holding {CONFIG_FILE}), e.g. --course autograder")
-        return cls(root)
+        course = project_course(root)
+        return cls(root, (course.lesson(lesson) if lesson else course.first).id)
+
+    @property
+    def lesson(self) -> LessonEntry:
+        """This assignment's lesson in the project's course file."""
+        return project_course(self.root).lesson(self.assignment)
+
+    @property
+    def notebook(self) -> str:
+        """The assignment's notebook name (without .ipynb)."""
+        return self.assignment
 
     @cached_property
     def config(self) -> Config:
@@ -57,20 +74,20 @@ class Course:
 
     @property
     def source_notebook(self) -> Path:
-        return self.root / "source" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        return self.root / "source" / self.assignment / f"{self.notebook}.ipynb"
 
     @property
     def release_notebook(self) -> Path:
-        return self.root / "release" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        return self.root / "release" / self.assignment / f"{self.notebook}.ipynb"
 
     def submitted_notebook(self, student_id: str) -> Path:
-        return self.root / "submitted" / student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        return self.root / "submitted" / student_id / self.assignment / f"{self.notebook}.ipynb"
 
     def autograded_notebook(self, student_id: str) -> Path:
-        return self.root / "autograded" / student_id / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+        return self.root / "autograded" / student_id / self.assignment / f"{self.notebook}.ipynb"
 
     def feedback_html(self, student_id: str) -> Path:
-        return self.root / "feedback" / student_id / ASSIGNMENT / f"{NOTEBOOK}.html"
+        return self.root / "feedback" / student_id / self.assignment / f"{self.notebook}.html"
 
     @property
     def ingest_dir(self) -> Path:
@@ -79,11 +96,11 @@ class Course:
 
     @property
     def manifest(self) -> Path:
-        return self.ingest_dir / f"{ASSIGNMENT}.json"
+        return self.ingest_dir / f"{self.assignment}.json"
 
     @property
     def report_csv(self) -> Path:
-        return self.root / "reports" / f"{ASSIGNMENT}.csv"
+        return self.root / "reports" / f"{self.assignment}.csv"
 
 
 def run_converter(course: Course, converter: type, student_id: str = "*", config: Config | None = None,
@@ -95,7 +112,7 @@ def run_converter(course: Course, converter: type, student_id: str = "*", config
     put_venv_on_path()
     cfg = config or course.config
     coursedir = course.coursedir(cfg)
-    coursedir.assignment_id = ASSIGNMENT
+    coursedir.assignment_id = course.assignment
     coursedir.student_id = student_id
     app = converter(coursedir=coursedir, config=cfg)
     app.log.propagate = False  # nbgrader's chatter goes to the captured log, not the terminal
@@ -109,6 +126,12 @@ def run_converter(course: Course, converter: type, student_id: str = "*", config
         raise CourseError(f"{course.root}: nbgrader {converter.__name__} failed for "
                           f"'{student_id}': " + " | ".join(detail))
     return result.get("log", "")
+
+
+def project_course(root: Path) -> CourseFile:
+    """The course file beside a course folder (`root/../course.yml`), else the default one."""
+    beside = Path(root).parent / COURSE_FILE
+    return load_course(beside if beside.is_file() else None)
 
 
 def put_venv_on_path() -> None:

@@ -31,9 +31,10 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
-from coursekit.grading.course import ASSIGNMENT, DEFAULT_ROOT, MAX_SCORE, Course
+from coursekit.grading.course import DEFAULT_ROOT, MAX_SCORE, Course
 from coursekit.grading.report import COLUMNS, Row, class_rows, find_lesson
 
 FORMATS = ("canvas", "moodle", "csv")
@@ -49,12 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, required=True, help="gradebook import format")
     parser.add_argument("--roster", type=Path, required=True, help="CSV mapping student_id to LMS users")
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
-    parser.add_argument("--lesson", type=Path, default=None, help="lesson source (default: lessons/lesson11_grpo.qmd)")
+    parser.add_argument("--lesson", default=None,
+                        help="lesson id of course.yml or its source .qmd (default: the first lesson)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="file to write (default: autograder/reports/lesson11_<format>.csv)")
-    parser.add_argument("--assignment", default=ASSIGNMENT,
+                        help="file to write (default: autograder/reports/<assignment>_<format>.csv)")
+    parser.add_argument("--assignment", default=None,
                         help="grade column header; for an existing Canvas assignment use its export header, "
-                        "e.g. 'Lesson 11 (12345)' (default: %(default)s)")
+                        "e.g. 'Lesson 11 (12345)' (default: the lesson's id in course.yml)")
     parser.add_argument("--moodle-id", choices=tuple(MOODLE_IDS), default="email",
                         help="roster column Moodle identifies users by (default: email)")
 
@@ -159,14 +161,15 @@ def export_rows(fmt: str, roster: list[Student], rows: dict[str, Row], assignmen
 
 
 def run(args: argparse.Namespace) -> int:
-    course = Course.at(args.course)
+    entry = resolve_lesson(args.lesson) if args.lesson else None
+    course = Course.at(args.course, entry.id if entry else None)
     roster = read_roster(args.roster, args.format, args.moodle_id)  # a bad roster fails before any work
-    rows = {r.student_id: r for r in class_rows(course, find_lesson(course, args.lesson))[0]}
-    out = args.out or course.report_csv.with_name(f"{ASSIGNMENT}_{args.format}.csv")
+    rows = {r.student_id: r for r in class_rows(course, find_lesson(course, entry.source if entry else None))[0]}
+    out = args.out or course.report_csv.with_name(f"{course.assignment}_{args.format}.csv")
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle, lineterminator="\n").writerows(
-            export_rows(args.format, roster, rows, args.assignment, args.moodle_id))
+            export_rows(args.format, roster, rows, args.assignment or course.assignment, args.moodle_id))
     listed = [s.student_id for s in roster]
     print(f"{args.format}: {len(roster)} roster students -> {out}")
     for label, ids in (

@@ -18,7 +18,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.converters import GenerateFeedback
 from traitlets.config import Config
 
-from coursekit.grading.course import ASSIGNMENT, NOTEBOOK, Course
+from coursekit.grading.course import Course
 
 
 class MarkdownOnce:
@@ -58,13 +58,14 @@ class FeedbackWriter:
     def write(self, student_id: str, autograded: NotebookNode | None = None) -> None:
         """Write one student's page; `autograded` (changed here) saves reading the file again."""
         nb = autograded or nbformat.read(self.course.autograded_notebook(student_id), as_version=4)
-        resources = {"unique_key": NOTEBOOK, "output_files_dir": f"{NOTEBOOK}_files",
-                     "nbgrader": {"student": student_id, "assignment": ASSIGNMENT, "notebook": NOTEBOOK,
+        resources = {"unique_key": self.course.notebook, "output_files_dir": f"{self.course.notebook}_files",
+                     "nbgrader": {"student": student_id, "assignment": self.course.assignment,
+                                  "notebook": self.course.notebook,
                                   "db_url": self.course.db_url}}
         html, resources = self.exporter.from_notebook_node(nb, resources=resources)
         target = self.course.feedback_html(student_id).parent
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         self.writer.build_directory = str(target)
-        path = self.writer.write(html, resources, notebook_name=NOTEBOOK)
+        path = self.writer.write(html, resources, notebook_name=self.course.notebook)
         os.chmod(path, self.permissions)

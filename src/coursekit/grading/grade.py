@@ -34,7 +34,7 @@ from traitlets.config import Config
 
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
-from coursekit.grading.course import ASSIGNMENT, DEFAULT_ROOT, Course
+from coursekit.grading.course import DEFAULT_ROOT, Course
 from coursekit.grading.ingest import Entry, Ingest
 from coursekit.grading.pool import DaskWorkers, LocalWorkers
 from coursekit.grading.record import Recorder
@@ -49,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("submissions", type=Path, nargs="?",
                         help="folder of <student_id>.ipynb or <student_id>/<any>.ipynb, or a .zip of either")
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
+    parser.add_argument("--lesson", default=None,
+                        help="lesson id of course.yml the submissions are for (default: the first lesson)")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                         help="notebooks executed in parallel (default: the number of cores, at most 8)")
     parser.add_argument("--timeout", type=int, default=None,
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         raise CourseError("no submissions given; run 'make grade SUBMISSIONS=<folder or .zip>'")
     if args.jobs < 1:
         raise CourseError(f"--jobs {args.jobs}: give at least 1")
-    course = Course.at(args.course)
+    course = Course.at(args.course, args.lesson)
     try:
         rows = grade(course, args.submissions, jobs=args.jobs, timeout=args.timeout,
                      scheduler=args.scheduler, regrade=args.regrade, sandbox=not args.no_sandbox)
@@ -168,7 +170,7 @@ def deferred_interrupt():
 
 def write_manifest(course: Course, submissions: Path, entries: list[Entry]) -> None:
     course.ingest_dir.mkdir(parents=True, exist_ok=True)
-    data = {"assignment": ASSIGNMENT, "submissions": str(submissions),
+    data = {"assignment": course.assignment, "submissions": str(submissions),
             "students": [{"student_id": e.student_id, "source": e.source, "graded": e.gradable,
                           "flags": e.flags} for e in entries]}
     course.manifest.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")

@@ -33,7 +33,7 @@ from nbgrader.converters import Autograde
 from traitlets.config import Config
 
 from coursekit.grading import flags as F
-from coursekit.grading.course import ASSIGNMENT, CONFIG_FILE, NOTEBOOK, Course, put_venv_on_path
+from coursekit.grading.course import CONFIG_FILE, Course, put_venv_on_path
 from coursekit.grading.execute import worker_steps
 from coursekit.grading.feedback import FeedbackWriter
 from coursekit.grading.preprocessors import FINDINGS, error_output
@@ -72,13 +72,14 @@ class Recorder:
                 if base.__name__ in self.config:
                     config[base.__name__] = copy.deepcopy(self.config[base.__name__])
         # The kernel OverwriteKernelspec puts in every notebook, so that kernels can start before it comes.
-        kernelspec = self.gb.find_notebook(NOTEBOOK, ASSIGNMENT).kernelspec
+        kernelspec = self.gb.find_notebook(self.course.notebook, self.course.assignment).kernelspec
         config.SandboxExecute.kernel_name = json.loads(kernelspec)["name"] if kernelspec else "python3"
         return config
 
     def _resources(self, student_id: str) -> dict:
-        return {"unique_key": NOTEBOOK, "output_files_dir": f"{NOTEBOOK}_files",
-                "nbgrader": {"student": student_id, "assignment": ASSIGNMENT, "notebook": NOTEBOOK,
+        return {"unique_key": self.course.notebook, "output_files_dir": f"{self.course.notebook}_files",
+                "nbgrader": {"student": student_id, "assignment": self.course.assignment,
+                             "notebook": self.course.notebook,
                              "db_url": self.course.db_url}}
 
     def key(self, student_id: str) -> str:
@@ -92,7 +93,7 @@ class Recorder:
         if flags is None or not self.course.feedback_html(student_id).is_file():
             return None
         try:
-            self.gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, student_id)
+            self.gb.find_submission_notebook(self.course.notebook, self.course.assignment, student_id)
         except MissingEntry:
             return None
         return flags
@@ -120,7 +121,7 @@ class Recorder:
             ran = nbformat.reads(executed, as_version=4)
             findings = ran.metadata.pop(FINDINGS, {})  # written by the worker's SandboxExecute
         self.gb.update_or_create_student(student_id)
-        self.gb.update_or_create_submission(ASSIGNMENT, student_id)
+        self.gb.update_or_create_submission(self.course.assignment, student_id)
         resources = self._resources(student_id)
         for step in self.record_steps:
             ran, resources = step(ran, resources)

@@ -17,11 +17,10 @@ from nbgrader.converters import GenerateAssignment
 
 from coursekit.errors import CourseError
 from coursekit.grading.course import (
-    ASSIGNMENT,
     CODE_CELL,
     DEFAULT_ROOT,
-    NOTEBOOK,
     Course,
+    project_course,
     put_venv_on_path,
     run_converter,
 )
@@ -37,23 +36,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
     parser.add_argument("--to", type=Path, default=DEFAULT_TO,
                         help=f"folder that receives the student notebook (default {DEFAULT_TO})")
+    parser.add_argument("--lesson", default=None, help="lesson id of course.yml (default: every lesson)")
 
 
 def run(args: argparse.Namespace) -> int:
-    course = Course.at(args.course)
-    notebook = release(course)
-    args.to.mkdir(parents=True, exist_ok=True)
-    target = args.to / f"{ASSIGNMENT}.ipynb"
-    shutil.copyfile(notebook, target)
-    print(f"released {notebook} -> {target}")
+    for entry in project_course(args.course).select(args.lesson):
+        course = Course.at(args.course, entry.id)
+        notebook = release(course)
+        args.to.mkdir(parents=True, exist_ok=True)
+        target = args.to / f"{course.notebook}.ipynb"
+        shutil.copyfile(notebook, target)
+        print(f"released {notebook} -> {target}")
     return 0
 
 
 def release(course: Course) -> Path:
-    """Generate autograder/release/lesson11/lesson11.ipynb and the gradebook entries; return the path."""
+    """Generate autograder/release/<id>/<id>.ipynb and the assignment's gradebook entries; return the path."""
     if not course.source_notebook.is_file():
         raise CourseError(f"{course.source_notebook}: missing; run 'make branches' to generate it "
-                          "from lessons/lesson11_grpo.qmd")
+                          f"from {course.lesson.source}")
     run_converter(course, GenerateAssignment, force=True, create_assignment=True)
     check_release(course.release_notebook)
     return course.release_notebook
@@ -71,7 +72,7 @@ def ensure_released(course: Course) -> None:
         warnings.simplefilter("ignore")  # nbgrader's SQLAlchemy warnings are about its own sessions
         with Gradebook(course.db_url, course.coursedir().course_id) as gb:
             try:
-                gb.find_notebook(NOTEBOOK, ASSIGNMENT)
+                gb.find_notebook(course.notebook, course.assignment)
             except MissingEntry:
                 release(course)
 

@@ -25,18 +25,18 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm import tqdm
 
+from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
 from coursekit.grading.autograded import Graded, read_class, release_prompts
 from coursekit.grading.course import (
-    ASSIGNMENT,
     AUTO_CELLS,
     DEFAULT_ROOT,
     MANUAL_CELLS,
     MAX_SCORE,
-    NOTEBOOK,
     PASS_SCORE,
     Course,
+    project_course,
 )
 from coursekit.grading.feedback import FeedbackWriter
 from coursekit.grading.similarity import copy_flags
@@ -46,7 +46,6 @@ COLUMNS = ("student_id", "normal", "boundary", "aggregation", "auto_total", "man
            "max_score", "passed", "flags")
 VETO_COMMENT = re.compile(r"^\s*(一票否决|VETO)\s*[:：]\s*(?P<reason>.*)", re.IGNORECASE | re.DOTALL)
 AUTOMATIC_VETOES = {F.DELETED_ASSERTS: "删除边界检查"}
-DEFAULT_LESSON = Path("lessons/lesson11_grpo.qmd")  # reference answers (copy check), check titles
 
 
 @dataclass
@@ -96,26 +95,32 @@ def spreadsheet_safe(text: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
-    parser.add_argument("--lesson", type=Path, default=None,
-                        help=f"lesson source with the reference answers (default: {DEFAULT_LESSON})")
+    parser.add_argument("--lesson", default=None,
+                        help="lesson id of course.yml or its source .qmd (default: every lesson graded so far)")
     parser.add_argument("--no-feedback", action="store_true",
                         help="do not regenerate the feedback HTML (by default it is rewritten so "
                         "students see the manual grades and comments)")
 
 
 def run(args: argparse.Namespace) -> int:
-    course = Course.at(args.course)
-    rows = write_report(course, args.lesson)
-    if not args.no_feedback:
-        writer = FeedbackWriter(course)
-        for row in tqdm([r for r in rows if r.graded], desc="feedback", unit="nb", file=sys.stderr):
-            writer.write(row.student_id)
-    print(summary_line(rows, course.report_csv))
+    if args.lesson:
+        entry = resolve_lesson(args.lesson)
+        courses = [(Course.at(args.course, entry.id), entry.source)]
+    else:  # every lesson graded so far; none graded: the first lesson's error
+        courses = [(Course.at(args.course, e.id), None) for e in project_course(args.course).lessons]
+        courses = [c for c in courses if c[0].manifest.is_file()] or courses[:1]
+    for course, source in courses:
+        rows = write_report(course, source)
+        if not args.no_feedback:
+            writer = FeedbackWriter(course)
+            for row in tqdm([r for r in rows if r.graded], desc="feedback", unit="nb", file=sys.stderr):
+                writer.write(row.student_id)
+        print(summary_line(rows, course.report_csv))
     return 0
 
 
 def write_report(course: Course, lesson: Path | None = None) -> list[Row]:
-    """reports/lesson11.csv and the class report; return the rows."""
+    """reports/<assignment>.csv and the class report; return the rows."""
     from coursekit.grading.classreport import write_class_report  # matplotlib only when writing
 
     lesson = find_lesson(course, lesson)
@@ -130,11 +135,12 @@ def write_report(course: Course, lesson: Path | None = None) -> list[Row]:
 
 
 def find_lesson(course: Course, lesson: Path | None) -> Path:
-    """The lesson source: as given, else lessons/lesson11_grpo.qmd here or beside the course folder."""
-    for candidate in [lesson] if lesson else [DEFAULT_LESSON, course.root.parent / DEFAULT_LESSON]:
+    """The lesson source: as given, else the assignment's (course.yml) here or beside the course folder."""
+    default = course.lesson.source
+    for candidate in [lesson] if lesson else [default, course.root.parent / default]:
         if candidate.is_file():
             return candidate
-    raise CourseError(f"{lesson or DEFAULT_LESSON}: lesson source not found (the report reads its reference "
+    raise CourseError(f"{lesson or default}: lesson source not found (the report reads its reference "
                       "answers and check titles); run from the repository root or pass --lesson")
 
 
@@ -168,16 +174,16 @@ def build_rows(course: Course) -> list[Row]:
         for student in manifest["students"]:
             row = Row(student["student_id"], flags=list(student["flags"]))
             if student["graded"]:
-                fill_scores(gb, row)
+                fill_scores(gb, row, course)
             row.flags.extend(F.flag(F.VETO, reason) for name, reason in AUTOMATIC_VETOES.items()
                              if any(F.flag_name(f) == name for f in row.flags))
             rows.append(row)
     return rows
 
 
-def fill_scores(gb: Gradebook, row: Row) -> None:
+def fill_scores(gb: Gradebook, row: Row, course: Course) -> None:
     try:
-        submission = gb.find_submission_notebook(NOTEBOOK, ASSIGNMENT, row.student_id)
+        submission = gb.find_submission_notebook(course.notebook, course.assignment, row.student_id)
     except MissingEntry:
         row.flags.append(F.flag(F.ERROR, "not in the gradebook, run make grade again"))
         return
