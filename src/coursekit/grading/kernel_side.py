@@ -5,7 +5,7 @@ The sandbox holds nothing of coursekit, so this file is the whole of the kernel'
      sandbox only), then applies the limits (memory, file size, processes, no core files);
   2. installs an audit hook, disarmed until the kernel's exec_lines call `arm()` (the kernel's own
      start-up is not recorded);
-  3. runs ipykernel in this process.
+  3. runs ipykernel in this process, without its debugger (debugpy is made unimportable).
 The grader reaches the helpers only through user expressions of silent execute requests:
 `snapshot()` (the student's names as plain data or references), `call()` (one of those
 references with plain data) and `report()` (what the audit hook and the hook check saw).
@@ -378,6 +378,9 @@ def main() -> None:
         import ipykernel  # noqa: F401 - the kernel's own package must import inside the sandbox
         print("sandbox ok")
         return
+    # ipykernel imports the debugger (debugpy, ~15% of the kernel's start-up imports) when it can;
+    # a grading kernel is never debugged, so it is not there to import.
+    sys.modules["debugpy"] = None
     sys.argv = ["ipykernel_launcher", *sys.argv[2:]]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
 

@@ -118,7 +118,8 @@ class SandboxExecute(Execute):
         # Here rather than in preprocess: `coursekit grade` starts a worker's next kernel ahead of time.
         self.extra_arguments = [arg for arg in self.extra_arguments if "IPKernelApp" not in arg] + [
             f"--IPKernelApp.exec_lines={[ARM_LINE]!r}",
-            "--IPKernelApp.log_level=CRITICAL"]  # not the kernel's connection notes on every start
+            "--IPKernelApp.log_level=CRITICAL",  # not the kernel's connection notes on every start
+            "--HistoryManager.enabled=False"]  # no history database (and its thread) per throw-away kernel
         await super().async_start_new_kernel(**kwargs)
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own
