@@ -26,10 +26,14 @@ import shutil
 import warnings
 from pathlib import Path
 
+import jsonschema
 import nbformat
 from nbformat.notebooknode import NotebookNode
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import Autograde
+from nbgrader.nbgraderformat import MetadataValidator, SchemaTooNewError, SchemaTooOldError
+from nbgrader.nbgraderformat.common import BaseMetadataValidator
+from nbgrader.preprocessors import CheckCellMetadata
 from traitlets.config import Config
 
 from coursekit.grading import flags as F
@@ -48,8 +52,9 @@ class Recorder:
         self.course = course
         self.config = config
         converter = Autograde(coursedir=course.coursedir(config), config=config)
-        self.sanitize_steps = [step(config=config) for step in converter.sanitize_preprocessors]
-        self.record_steps = [step(config=config) for step in worker_steps(converter.autograde_preprocessors)[1]]
+        self.sanitize_steps = [kept_warm(step)(config=config) for step in converter.sanitize_preprocessors]
+        self.record_steps = [kept_warm(step)(config=config)
+                             for step in worker_steps(converter.autograde_preprocessors)[1]]
         self.permissions = int(str(converter.permissions), 8)
         self.gb = Gradebook(course.db_url, course.coursedir(config).course_id)
         self.feedback = FeedbackWriter(course)
@@ -143,6 +148,52 @@ class Recorder:
         path.parent.mkdir(parents=True)
         nbformat.write(nb, path)
         os.chmod(path, self.permissions)
+
+
+class _SchemaBuiltOnce(BaseMetadataValidator):
+    """nbgrader's per-cell check with the schema's validator built once: jsonschema.validate, which
+    nbgrader calls for every cell, first validates the schema itself and builds a new validator."""
+
+    _validators: dict[int, jsonschema.protocols.Validator] = {}
+
+    def validate_cell(self, cell: NotebookNode) -> None:
+        if "nbgrader" not in cell.metadata:
+            return
+        version = cell.metadata["nbgrader"].get("schema_version", 0)
+        if version < self.schema_version:
+            raise SchemaTooOldError(f"Outdated schema version: {version} (expected {self.schema_version})",
+                                    version, self.schema_version)
+        if version > self.schema_version:
+            raise SchemaTooNewError(f"Schema version is too new: {version} (expected {self.schema_version})",
+                                    version, self.schema_version)
+        validator = self._validators.get(self.schema_version)
+        if validator is None:
+            validator = jsonschema.validators.validator_for(self.schema)(self.schema)
+            self._validators[self.schema_version] = validator
+        validator.validate(cell.metadata["nbgrader"])
+
+
+class _MetadataValidator(MetadataValidator, _SchemaBuiltOnce):
+    """nbgrader's MetadataValidator (its checks of grade ids and cell types) over _SchemaBuiltOnce."""
+
+
+class WarmCheckCellMetadata(CheckCellMetadata):
+    """CheckCellMetadata (same checks, same error) with one validator kept for the class."""
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        validator = self.__dict__.setdefault("_validator", _MetadataValidator())
+        try:
+            validator.validate_nb(nb)
+        except jsonschema.ValidationError:
+            self.log.error("Notebook failed to validate; the nbgrader metadata may be corrupted.")
+            raise jsonschema.ValidationError("Notebook failed to validate; the nbgrader metadata may be "
+                                             "corrupted.") from None
+        return nb, resources
+
+
+def kept_warm(step: type) -> type:
+    """The class the recorder instantiates for a configured step: CheckCellMetadata's warm twin."""
+    return WarmCheckCellMetadata if step is CheckCellMetadata else step
 
 
 class Journal:
