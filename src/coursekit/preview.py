@@ -185,7 +185,8 @@ def add_runner(build: Build) -> None:
     runner.copy_pyodide(build.site_dir, source=build.root / PYODIDE)
     for entry in build.lessons:
         runner.write_config(build.site_dir, build.branch.name, lesson_path=build.root / entry.source,
-                            release_path=build.root / entry.release_notebook, name=runner.config_name(entry.slug))
+                            release_path=build.root / entry.release_notebook, name=runner.config_name(entry.slug),
+                            lesson_id=entry.id)
 
 
 def link_neighbours(build: Build) -> None:

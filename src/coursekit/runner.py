@@ -148,12 +148,13 @@ def find_leaks(config: dict, lesson: Lesson) -> list[str]:
 
 
 def write_config(site_dir: Path, branch: str, *, lesson_path: Path, release_path: Path,
-                 time_limit_s: float = TIME_LIMIT_S, name: str = CONFIG_NAME) -> Path:
+                 time_limit_s: float = TIME_LIMIT_S, name: str = CONFIG_NAME, lesson_id: str | None = None) -> Path:
     """Write `<site_dir>/assets/runner/` (runner JS/CSS + editor, and the lesson's config as `name`) for
-    `branch`; return the config path. `lesson_path`: the lesson source; `release_path`: its release notebook."""
+    `branch`; return the config path. `lesson_path`: the lesson source; `release_path`: its release notebook;
+    `lesson_id`: its id in the course file (default: looked up in the default course file)."""
     lesson = parse_lesson(lesson_path)
     config = build_config(lesson, read_release_notebook(release_path, lesson.exercise_id), branch,
-                          time_limit_s=time_limit_s)
+                          time_limit_s=time_limit_s, lesson_id=lesson_id)
     if branch == "exercise" and (leaks := find_leaks(config, lesson)):
         raise CourseError(f"{release_path}: the exercise site would show '{leaks[0]}' (an answer or a hidden "
                           "test); rerun 'make release' so the release notebook holds no solutions")

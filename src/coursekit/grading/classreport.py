@@ -112,8 +112,9 @@ def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str], 
     for gid, column in rubric.checks.items():
         full = [r for r in graded if column in r.auto_max and r.auto[column] >= r.auto_max[column]]
         points = next((r.auto_max[column] for r in graded if column in r.auto_max), 0.0)
-        checks.append({"check": gid, "title": titles.get(gid, gid), "points": points, "passed": len(full),
-                       "failed": len(graded) - len(full), "rate": len(full) / len(graded) if graded else 0.0})
+        checks.append({"check": gid, "column": column, "title": titles.get(gid, gid), "points": points,
+                       "passed": len(full), "failed": len(graded) - len(full),
+                       "rate": len(full) / len(graded) if graded else 0.0})
     manual = []
     for qid in rubric.answers:
         scores = [r.manual[qid] for r in graded if qid in r.manual]
