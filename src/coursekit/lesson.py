@@ -1,6 +1,6 @@
 """Parse a lesson `.qmd` into a tree of text, code cells and fenced divs, and check it.
 
-The lesson source is Quarto markdown with a few course conventions (see README, "Writing a lesson"):
+The lesson source is Quarto markdown with a few course conventions (see README, "Adding a lesson"):
 
 - code cells carry `#| course_role:` — `exercise` (the fill-in, written as the reference code with
   answer markers; `#| grade_id: name` is its nbgrader grade id, e.g. the function it asks for),
