@@ -204,3 +204,34 @@ def test_each_lesson_page_runs_its_own_runner_config(sites):
             ["normal", "boundary", "aggregation"]
         assert [c["id"] for c in config["checks"]] == checks
     assert not _soup(sites["solution"], LESSON_PAGES["solution"][0]).select("script[data-runner-config]")
+
+
+def test_a_one_lesson_preview_links_no_neighbour_it_does_not_hold(project, tmp_path):
+    site = preview.build_preview(project, "exercise", tmp_path / "_site", lesson="lesson10")
+    assert not (site / LESSON_PAGES["exercise"][1]).exists()
+    page = _soup(site, LESSON_PAGES["exercise"][0])
+    assert [a["href"] for a in page.select("header.course-nav nav a")] == ["../index.html",
+                                                                            "../exercises/lesson10_ppo_clip.html"]
+    assert not page.select("a.pagination-next") and "第 11 课：GRPO（不在本站点）" in page.text
+    assert (site / "assets" / "runner" / runner.config_name("lesson10_ppo_clip")).is_file()
+    assert not (site / "assets" / "runner" / runner.config_name("lesson11_grpo")).exists()
+
+
+QUARTO_PAGINATION = (  # what Pandoc makes of lesson 11's `.course-pagination` block
+    '<html><body><main><div class="course-pagination">\n<p>'
+    '<span class="pagination-link pagination-prev pagination-disabled">'
+    "<strong>← 上一课</strong> 第 10 课：RLHF/RLVR（不在本站点）</span>\n"
+    '<span class="pagination-link pagination-next pagination-disabled">'
+    "<strong>下一课 →</strong> 第 12 课：大规模 RL 系统（不在本站点）</span></p>\n</div></main></body></html>")
+
+
+def test_a_quarto_page_gets_the_same_neighbour_links(project, tmp_path):
+    """The Quarto post-render hook runs `link_neighbours` on Quarto's HTML, where the source's spans survive."""
+    page = tmp_path / "_site" / "exercises" / "lesson11_grpo.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(QUARTO_PAGINATION, encoding="utf-8")
+    preview.link_neighbours(preview.Build(project, preview.BRANCHES["exercise"], tmp_path / "_site"))
+    soup = _soup(tmp_path / "_site", "exercises/lesson11_grpo.html")
+    (link,) = soup.select("a.pagination-prev")
+    assert link["href"] == "../exercises/lesson10_ppo_clip.html" and "第 10 课：PPO-clip 代理目标" in link.text
+    assert "RLHF/RLVR" not in soup.text and soup.select("span.pagination-next.pagination-disabled")
