@@ -47,7 +47,7 @@ local function add_dependency()
     attribs["data-runner-root"] = offset
     local page = string.match(quarto.doc.project_output_file(), "([^/]+)%.html$")
     if page ~= nil then
-      attribs["data-runner-config"] = offset .. "assets/runner/runner-config-" .. page .. ".json"
+      attribs["data-runner-config"] = "assets/runner/runner-config-" .. page .. ".json"  -- from the site root
     end
   end
   quarto.doc.add_html_dependency({

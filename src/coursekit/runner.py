@@ -53,14 +53,15 @@ def config_name(slug: str) -> str:
 
 def head_tags(root: str, pyodide_url: str | None = None, config: str | None = None) -> str:
     """The tags a page needs to load the runner; `root` is the page's relative path to the site root,
-    `config` the config's name in assets/runner/ (default: runner.js's, CONFIG_NAME).
+    `config` the config's name in assets/runner/ (default: runner.js's, CONFIG_NAME; runner.js resolves
+    data-runner-config against the site root, not the page).
 
     `async`, not `defer`: the runner then starts Pyodide while the page is still being parsed instead of
     after the page's deferred scripts (MathJax, Mermaid) have run. `pyodide_url` (default: the site's own
     `assets/pyodide/`) may name another folder, e.g. a CDN's `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
     """
     extra = f' data-pyodide-url="{pyodide_url}"' if pyodide_url else ""
-    extra += f' data-runner-config="{root}assets/runner/{config}"' if config else ""
+    extra += f' data-runner-config="assets/runner/{config}"' if config else ""
     return (f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n'
             f'<script async src="{root}assets/runner/runner.js" data-runner-root="{root}"{extra}></script>\n')
 

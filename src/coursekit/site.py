@@ -42,8 +42,8 @@ def self_host(build: preview.Build) -> None:
             raise CourseError(f"{page}: loads {found['url']} from another host; the site must serve it itself")
 
 
-# What a Quarto render lacks that the preview has: the runner's files, its Pyodide copy and MathJax; then
-# the self-hosting check.
+# What a Quarto render lacks that the preview has: the runner's files, its Pyodide copy, MathJax and the
+# lessons' neighbour links (previous/next); then the self-hosting check.
 POST_RENDER_STEPS = (preview.copy_site_assets, preview.copy_mathjax, preview.link_neighbours, preview.add_runner,
                      self_host)
 PREVIEW_NOTICE = """\
