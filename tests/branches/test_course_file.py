@@ -121,6 +121,7 @@ def test_the_profiles_list_every_lesson_and_demo_in_course_order(tmp_path):
     ["grade", "subs", "--lesson", "lesson12"],
     ["report", "--lesson", "lesson12"],
     ["lab", "--lesson", "lesson12", "--no-browser"],
+    ["site", "--preview", "--lesson", "lesson12"],
 ])
 def test_every_command_refuses_a_lesson_not_in_the_course(argv, capsys):
     assert main(argv) == 1
