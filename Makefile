@@ -3,7 +3,7 @@ PY      := .venv/bin/python
 CK      := $(PY) -m coursekit
 STAMP   := .venv/.installed
 SYSTEM  := src/coursekit/system.py
-# LESSON=<id of course.yml>: branches, release, grade, check, report, export and lab work on that lesson
+# LESSON=<id of course.yml>: branches, release, grade, check, report, export, lab and site (the preview) work on that lesson
 # only; without it, on every lesson (grade, check, export and lab: the first lesson)
 LESSON_ARG := $(if $(LESSON),--lesson $(LESSON))
 # SYSTEM_FLAGS=--check: only look for the system packages, install nothing
@@ -68,7 +68,7 @@ demo: $(STAMP)
 
 # ---- site: Quarto when installed, otherwise the no-Quarto preview
 site: $(STAMP) branches release
-	$(CK) site
+	$(CK) site $(LESSON_ARG)
 
 lab: $(STAMP)
 	$(CK) lab $(LESSON_ARG)

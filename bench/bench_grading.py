@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "tests" / "grading"))
 
 from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class  # noqa: E402
 
-from coursekit.grading.course import AUTO_CELLS, Course  # noqa: E402
+from coursekit.grading.course import Course  # noqa: E402
 from coursekit.grading.release import release  # noqa: E402
 
 COMPARE = 60  # write_class adds two students (two notebooks, bad id) to the kinds listed
@@ -89,7 +89,7 @@ def coursekit_grade(course: Course, folder: Path, *options: str) -> tuple[float,
         raise SystemExit(f"coursekit grade failed:\n{done.stderr[-2000:]}")
     memory = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("BENCH "))[6:])
     with open(course.report_csv, encoding="utf-8") as f:
-        scores = {row["student_id"]: tuple(float(row[c]) for c in AUTO_CELLS.values()) for row in csv.DictReader(f)}
+        scores = {row["student_id"]: tuple(float(row[c]) for c in course.rubric.columns) for row in csv.DictReader(f)}
     return wall, cpu, scores, memory
 
 
@@ -106,7 +106,7 @@ def plain_nbgrader(course: Course, submitted: Path) -> tuple[float, float, dict]
                 scores[student] = None
                 continue
             grades = {g.name: g.score or 0.0 for g in nb.grades}
-            scores[student] = tuple(grades[c] for c in AUTO_CELLS)
+            scores[student] = tuple(grades[c] for c in course.rubric.checks)
     return wall, cpu, scores
 
 

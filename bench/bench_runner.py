@@ -32,12 +32,14 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from coursekit import preview, runner
+from coursekit import preview
 from coursekit.cli import main as coursekit
+from coursekit.course_file import load_course
 from coursekit.lesson import parse_lesson
 from coursekit.system import find_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
+LESSON = load_course(ROOT / "course.yml").lesson("lesson11")  # the lesson whose page is measured
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -65,10 +67,10 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 def build_site(out: Path) -> str:
     """The exercise preview in `out`; return the lesson page's path inside it."""
-    if not (ROOT / runner.RELEASE_NOTEBOOK).is_file():
+    if not (ROOT / LESSON.release_notebook).is_file():
         assert coursekit(["release"]) == 0, "coursekit release failed"
-    preview.build_preview(ROOT, "exercise", out)
-    return preview.BRANCHES["exercise"].lesson.target
+    preview.build_preview(ROOT, "exercise", out, lesson=LESSON.id)
+    return preview.lesson_page(LESSON, "exercise").target
 
 
 def bare_pyodide(browser: object, url: str) -> float:
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if executable is None:
         print("error: no Chromium; `make bench` installs it (see src/coursekit/system.py)", file=sys.stderr)
         return 1
-    code = parse_lesson(ROOT / runner.LESSON).reference_code
+    code = parse_lesson(ROOT / LESSON.source).reference_code
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "_site"
         target = build_site(site)

@@ -34,8 +34,9 @@ def main() -> int:
         cold = timed(preview.build_preview, ROOT, "exercise", site)
         warm = timed(preview.build_preview, ROOT, "exercise", site)
         build = preview.Build(ROOT, preview.BRANCHES["exercise"], Path(tmp) / "pages-only")
-        nb = nbformat.read(ROOT / build.branch.lesson.source, as_version=4)
-        export = timed(preview.write_html, build, build.branch.lesson.target, nb, False)
+        page = build.pages[0]  # the first lesson's page
+        nb = nbformat.read(ROOT / page.source, as_version=4)
+        export = timed(preview.write_html, build, page.target, nb, None)
         size = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
     print(LINE.format(name="cold build (s)", value=f"{cold:.2f}"))
     print(LINE.format(name="rebuild (s)", value=f"{warm:.2f}"))

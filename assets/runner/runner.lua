@@ -13,8 +13,9 @@ The exercise cell is found as (first that applies):
     `course_role="exercise"` (the Jupyter engine keeps unknown cell options as Div attributes), or
   - a CodeBlock with that attribute.
 
-The runner reads its config and Pyodide from the site root (`assets/runner/runner-config.json`,
-`assets/pyodide/`); `coursekit site --post-render` puts them there. The script's
+The runner reads the page's lesson config and Pyodide from the site root
+(`assets/runner/runner-config-<page name>.json`, named in the script's data-runner-config, and
+`assets/pyodide/`); `coursekit site --post-render` puts them there, one config per lesson. The script's
 `data-runner-root` is the page's relative path to the project root, from
 `quarto.doc.project_output_file()`; without it runner.js falls back to `<meta name="quarto:offset">`.
 
@@ -44,6 +45,10 @@ local function add_dependency()
   local offset = root_offset()
   if offset ~= nil then
     attribs["data-runner-root"] = offset
+    local page = string.match(quarto.doc.project_output_file(), "([^/]+)%.html$")
+    if page ~= nil then
+      attribs["data-runner-config"] = "assets/runner/runner-config-" .. page .. ".json"  -- from the site root
+    end
   end
   quarto.doc.add_html_dependency({
     name = "course-runner",

@@ -26,10 +26,9 @@ from nbclient import NotebookClient
 
 from coursekit.course_file import LessonEntry, load_course, resolve_lesson
 from coursekit.errors import CourseError
-from coursekit.lesson import HINT_LEVELS, Code, Div, Lesson, Node, Text, parse_lesson
+from coursekit.lesson import HINT_LEVELS, TEST_PREFIX, Code, Div, Lesson, Node, Text, parse_lesson
 from coursekit.nav import nav_outputs
 
-EXERCISE_ID = "group_advantages"
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 _SPAN = re.compile(r"\[([^\]]*)\]\{[^}]*\}")
@@ -166,7 +165,7 @@ class _NotebookBuilder:
         elif cell.role == "test":
             if self.target == "autograder":
                 points = float(cell.options["points"])
-                self.add_code(cell.body, nbgrader=_nbgrader(f"test_{cell.options['test_id']}", grade=True,
+                self.add_code(cell.body, nbgrader=_nbgrader(f"{TEST_PREFIX}{cell.options['test_id']}", grade=True,
                                                              locked=True, points=points))
         else:
             self.add_code(cell.body)
@@ -175,7 +174,8 @@ class _NotebookBuilder:
         if self.target == "exercise":
             self.add_code(self.lesson.blank_code, tags=["course-exercise"])
         elif self.target == "autograder":
-            self.add_code(cell.body, tags=["course-exercise"], nbgrader=_nbgrader(EXERCISE_ID, solution=True))
+            self.add_code(cell.body, tags=["course-exercise"],
+                          nbgrader=_nbgrader(self.lesson.exercise_id, solution=True))
         else:  # the solution branch shows the task as posed; the filled-in code runs further down
             self.flush()
             self.add_markdown(f"```python\n{self.lesson.blank_code}\n```", tags=["course-exercise-text"])

@@ -3,7 +3,7 @@
     title:    the site's title
     lessons:  - id: lesson11, slug: lesson11_grpo, source: lessons/lesson11_grpo.qmd, title: 第 11 课,
                 demos: [{source: lessons/lesson11_grpo_demo.ipynb, title: 演示, long_title: 演示：…}]
-    template: sections: [本课目标与完成标准, ...]
+    template: sections: [本课目标与完成标准, ...], pass_score: 8   (a lesson entry may set its own pass_score)
 
 Every other module takes lesson names and paths from here.
 """
@@ -21,7 +21,7 @@ from coursekit.errors import CourseError
 COURSE_FILE = Path("course.yml")
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout this package is installed from
 _ID = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_LESSON_KEYS = {"id", "slug", "source", "title", "demos"}
+_LESSON_KEYS = {"id", "slug", "source", "title", "demos", "pass_score"}
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,7 @@ class LessonEntry:
     source: Path
     title: str
     demos: tuple[Demo, ...] = ()
+    pass_score: float = 0.0  # points needed to pass (the lesson's own, else the template's)
 
     def branch_notebook(self, branch: str) -> Path:
         """exercises/<slug>.ipynb or solutions/<slug>.ipynb."""
@@ -118,7 +119,8 @@ def load_course(path: Path | None = None) -> CourseFile:
     sections = (data.get("template") or {}).get("sections")
     if not isinstance(sections, list) or not all(isinstance(s, str) and s for s in sections):
         raise CourseError(f"{path}: 'template: sections:' must be a list of heading titles")
-    lessons = tuple(_lesson(path, k, item) for k, item in enumerate(data["lessons"], 1))
+    pass_score = _pass_score(f"{path}: template", data["template"].get("pass_score"))
+    lessons = tuple(_lesson(path, k, item, pass_score) for k, item in enumerate(data["lessons"], 1))
     for key in ("id", "slug"):
         seen = [getattr(e, key) for e in lessons]
         if dup := sorted({v for v in seen if seen.count(v) > 1}):
@@ -126,7 +128,13 @@ def load_course(path: Path | None = None) -> CourseFile:
     return CourseFile(path, data["title"], lessons, tuple(sections))
 
 
-def _lesson(path: Path, k: int, item: object) -> LessonEntry:
+def _pass_score(where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise CourseError(f"{where}: 'pass_score' must be a positive number of points, got {value!r}")
+    return float(value)
+
+
+def _lesson(path: Path, k: int, item: object, pass_score: float) -> LessonEntry:
     where = f"{path}: lesson {k}"
     if not isinstance(item, dict):
         raise CourseError(f"{where}: expected a mapping with id, slug, source, title")
@@ -145,7 +153,9 @@ def _lesson(path: Path, k: int, item: object) -> LessonEntry:
                 or not isinstance(demo.get("title"), str) or not demo["source"].endswith(".ipynb"):
             raise CourseError(f"{where}: each demo needs 'source' (an .ipynb) and 'title'")
         demos.append(Demo(Path(demo["source"]), demo["title"], str(demo.get("long_title") or demo["title"])))
-    return LessonEntry(item["id"], item["slug"], source, item["title"], tuple(demos))
+    if "pass_score" in item:
+        pass_score = _pass_score(where, item["pass_score"])
+    return LessonEntry(item["id"], item["slug"], source, item["title"], tuple(demos), pass_score)
 
 
 def resolve_lesson(value: str | Path, course: CourseFile | None = None) -> LessonEntry:
@@ -160,5 +170,5 @@ def resolve_lesson(value: str | Path, course: CourseFile | None = None) -> Lesso
     path = Path(value)
     entry = course.for_source(path)
     if entry is None:
-        return LessonEntry(path.stem, path.stem, path, path.stem)
-    return LessonEntry(entry.id, entry.slug, path, entry.title, entry.demos)
+        return LessonEntry(path.stem, path.stem, path, path.stem, pass_score=course.first.pass_score)
+    return LessonEntry(entry.id, entry.slug, path, entry.title, entry.demos, entry.pass_score)

@@ -19,10 +19,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from coursekit.course_file import load_course
+from coursekit.course_file import COURSE_FILE, load_course, resolve_lesson
 from coursekit.errors import CourseError
 
-EXERCISE = load_course().first.branch_notebook("exercise")  # the default lesson: the first of course.yml
 WORK_DIR = Path("work")
 LAB_CONFIG = Path("build/lab-config")  # JUPYTER_CONFIG_PATH for `make lab` (outside the served folder)
 NBGRADER_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.assignment_list",
@@ -38,18 +37,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lesson", default=None, help="lesson id of course.yml (default: the first lesson)")
 
 
+def exercise_notebook(root: Path, lesson: str | None = None) -> Path:
+    """The exercise notebook (relative to `root`) of `lesson`, else of the course file's first lesson."""
+    course = load_course(root / COURSE_FILE if (root / COURSE_FILE).is_file() else None)
+    return (resolve_lesson(lesson, course) if lesson else course.first).branch_notebook("exercise")
+
+
 def run(args: argparse.Namespace) -> int:
     root = args.root.resolve()
-    exercise = load_course().lesson(args.lesson).branch_notebook("exercise") if args.lesson else EXERCISE
-    notebook, created = prepare_workspace(root, exercise=exercise)
+    notebook, created = prepare_workspace(root, exercise_notebook(root, args.lesson))
     rel = notebook.relative_to(root)
     print(f"{'created' if created else 'keeping your work in'} {rel}; check it with: make check NOTEBOOK={rel}")
     cmd = lab_command(notebook, args.port, open_browser=not args.no_browser)
     return subprocess.run(cmd, cwd=root, env=lab_environment(root, os.environ), check=False).returncode
 
 
-def prepare_workspace(root: Path, work_dir: Path = WORK_DIR, exercise: Path = EXERCISE) -> tuple[Path, bool]:
-    """Copy the exercise notebook into work_dir unless a copy is already there; return (copy, created)."""
+def prepare_workspace(root: Path, exercise: Path, work_dir: Path = WORK_DIR) -> tuple[Path, bool]:
+    """Copy the exercise notebook (`exercise`, relative to `root`) into work_dir unless a copy is already
+    there; return (copy, created)."""
     source = root / exercise
     if not source.is_file():
         raise CourseError(f"{exercise}: missing; run `make branches` first")

@@ -1,9 +1,10 @@
 """Parse a lesson `.qmd` into a tree of text, code cells and fenced divs, and check it.
 
-The lesson source is Quarto markdown with a few course conventions (see README, "Writing a lesson"):
+The lesson source is Quarto markdown with a few course conventions (see README, "Adding a lesson"):
 
 - code cells carry `#| course_role:` — `exercise` (the fill-in, written as the reference code with
-  answer markers), `solution` (an empty placeholder the build fills with the reference code) or
+  answer markers; `#| grade_id: name` is its nbgrader grade id, e.g. the function it asks for),
+  `solution` (an empty placeholder the build fills with the reference code) or
   `test` (a grading cell: visible lines copied from the exercise cell, then hidden tests);
 - a test cell may carry `#| own_run: name name ...`: its points depend on the student's own run of
   the exercise cell (its hidden tests read these variables before the visible lines redefine them),
@@ -34,6 +35,7 @@ LINE_MARKER = "# SOLUTION"
 BEGIN_MARKER = "# BEGIN SOLUTION"
 END_MARKER = "# END SOLUTION"
 BLANK = "______"
+TEST_PREFIX = "test_"  # a test cell's nbgrader grade id is test_<test_id>
 
 _DIV_OPEN = re.compile(r"^(:{3,})\s*\{(?P<attrs>[^}]*)\}\s*$")
 _DIV_CLOSE = re.compile(r"^:{3,}\s*$")
@@ -41,6 +43,7 @@ _FENCE = re.compile(r"^(?P<ticks>`{3,})\s*(?:\{(?P<lang>[A-Za-z]+)\}|(?P<plain>\
 _ATTR = re.compile(r'\.(?P<cls>[\w-]+)|(?P<key>[\w-]+)="(?P<val>[^"]*)"|#(?P<id>[\w-]+)')
 _ASSIGN = re.compile(r"^(?P<indent>\s*)(?P<lhs>[A-Za-z_][\w.\[\], ]*?)\s*=(?!=)")
 _RETURN = re.compile(r"^(?P<indent>\s*)return\b")
+_GRADE_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 class LessonError(CourseError):
@@ -119,6 +122,11 @@ class Lesson:
     front_matter: dict
     nodes: list[Node]
     exercise: Code = field(repr=False)
+
+    @property
+    def exercise_id(self) -> str:
+        """The exercise cell's nbgrader grade id (its `#| grade_id:` option)."""
+        return self.exercise.options["grade_id"]
 
     @property
     def reference_code(self) -> str:
@@ -369,6 +377,9 @@ def _check(lesson: Lesson, sections: tuple[str, ...]) -> None:
         raise LessonError(path, where, f"expected exactly one '#| course_role: exercise' cell, "
                           f"found {len(exercises)}")
     exercise = lesson.exercise = exercises[0]
+    if not _GRADE_ID.match(exercise.options.get("grade_id", "")):
+        raise LessonError(path, exercise.line, "the exercise cell needs '#| grade_id: name' (its nbgrader grade "
+                          "id: letters, digits and _, e.g. the function it asks for)")
     try:
         answers = answer_lines(exercise.body)
     except ValueError as exc:
@@ -402,6 +413,7 @@ def _check(lesson: Lesson, sections: tuple[str, ...]) -> None:
             raise LessonError(path, 1, f"missing section '{section}'; the lesson must keep every "
                               "section of the course's lesson template (course.yml), in order")
 
+    _check_grade_ids(lesson)
     refs = lesson.reference_answers()
     for div in lesson.answers():
         if "id" not in div.attrs or "points" not in div.attrs:
@@ -419,6 +431,20 @@ def _check(lesson: Lesson, sections: tuple[str, ...]) -> None:
         if any(isinstance(c, Text) and "".join(c.lines).strip() for c in hints[-1].children):
             raise LessonError(path, hints[-1].line, "the last hint (完整答案) is generated from the "
                               "answer lines; leave it empty")
+
+
+def _check_grade_ids(lesson: Lesson) -> None:
+    """The exercise, each test cell (test_<test_id>) and each answer area get distinct grade ids."""
+    seen = {lesson.exercise_id: lesson.exercise.line}
+    named = [(f"{TEST_PREFIX}{t.options['test_id']}", t.line) for t in lesson.tests()]
+    named += [(a.attrs["id"], a.line) for a in lesson.answers() if "id" in a.attrs]
+    for grade_id, line in named:
+        if not _GRADE_ID.match(grade_id):
+            raise LessonError(lesson.path, line, f"grade id '{grade_id}' must be letters, digits and _")
+        if grade_id in seen:
+            raise LessonError(lesson.path, line, f"grade id '{grade_id}' is already used on line {seen[grade_id]}; "
+                              "test ids and answer ids must be unique")
+        seen[grade_id] = line
 
 
 def _check_answers_follow_questions(lesson: Lesson, nodes: list[Node]) -> None:

@@ -1,7 +1,11 @@
 """The no-Quarto preview: branch notebooks -> a static site with the Quarto site's paths.
 
 One build per branch (exercise -> `_site/`, solution -> `_site-solution/`), each an ordered list of
-small steps over a `Build`. Every script, style, font and image is served by the site itself
+small steps over a `Build`. A site holds every lesson of course.yml (or the one `--lesson` names) and
+each lesson's demos, in course order; the navigation lists them as the Quarto profiles do
+(coursekit.nav), and each lesson's previous/next links point at its neighbours in the course
+(`link_neighbours`, also run on a Quarto-rendered site) or stay the source's plain text.
+Every script, style, font and image is served by the site itself
 (MathJax and Mermaid from node_modules), so a page makes no request beyond its own origin.
 The in-browser runner (assets/runner/ and coursekit.runner, owned by the runner work) hooks in at two
 places, both only when `assets/runner/runner.js` exists: `page_head` (its tags on the lesson page) and
@@ -14,6 +18,7 @@ import json
 import re
 import shutil
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 
@@ -21,11 +26,12 @@ import nbformat
 from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
-from coursekit.course_file import LessonEntry, load_course
+from coursekit.course_file import COURSE_FILE, CourseFile, LessonEntry, load_course
 from coursekit.errors import CourseError
+from coursekit.lesson import parse_lesson
+from coursekit.nav import BRANCH_TEXT
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-SITE_TITLE = "第 11 课：GRPO 与组内相对优势"
 SITE_LANG = "zh-CN"  # <html lang>: Chinese glyph forms (not Japanese) for the CJK punctuation
 NOTICE = "预览版：由 nbconvert 生成（未安装 Quarto）。完整站点请安装 Quarto 后运行 make site。"
 MATHJAX = Path("node_modules/mathjax/es5")
@@ -46,46 +52,55 @@ class Page:
     source: Path  # notebook, relative to the project root
     target: str  # html path relative to the site root, as Quarto writes it
     nav_text: str
+    lesson: LessonEntry | None = None  # the lesson whose branch page this is; None for a demo
 
 
 @dataclass(frozen=True)
 class Branch:
-    """One site: its profile name, output folder and lesson page."""
+    """One site: its profile name and output folder."""
 
     name: str
     out_dir: str
-    lesson: Page
 
 
 def lesson_page(entry: LessonEntry, branch: str) -> Page:
     """A lesson's page in one branch's site, e.g. exercises/<slug>.html titled '<title>（练习）'."""
     source = entry.branch_notebook(branch)
-    return Page(source, source.with_suffix(".html").as_posix(), f"{entry.title}（{BRANCH_TEXT[branch]}）")
+    return Page(source, source.with_suffix(".html").as_posix(), f"{entry.title}（{BRANCH_TEXT[branch]}）", entry)
 
 
-BRANCH_TEXT = {"exercise": "练习", "solution": "参考答案"}
-_LESSON = load_course().first  # the previewed lesson: the first of course.yml
-DEMO = Page(_LESSON.demos[0].source, _LESSON.demos[0].target, _LESSON.demos[0].title)
-BRANCHES = {
-    "exercise": Branch("exercise", "_site", lesson_page(_LESSON, "exercise")),
-    "solution": Branch("solution", "_site-solution", lesson_page(_LESSON, "solution")),
-}
+BRANCHES = {"exercise": Branch("exercise", "_site"), "solution": Branch("solution", "_site-solution")}
 HOME = "index.html"
 INDEX_QMD = Path("index.qmd")
+# The lesson source's pagination (`::: {.course-pagination}`): one line per neighbour starting with its label.
+PAGINATION = {"prev": "← 上一课", "next": "下一课 →"}
 
 
 @dataclass
 class Build:
-    """State shared by the steps of one preview build."""
+    """State shared by the steps of one preview build: the site of `branch` for the lessons of the
+    project's course file (all, or the one whose id or slug is `lesson`)."""
 
     root: Path
     branch: Branch
     site_dir: Path
+    lesson: str | None = None
     written: list[str] = field(default_factory=list)  # html pages written, relative to site_dir
+
+    @cached_property
+    def course(self) -> CourseFile:
+        """The project's course file (`root/course.yml`, else the default one)."""
+        return load_course(self.root / COURSE_FILE if (self.root / COURSE_FILE).is_file() else None)
+
+    @property
+    def lessons(self) -> tuple[LessonEntry, ...]:
+        return self.course.select(self.lesson)
 
     @property
     def pages(self) -> tuple[Page, ...]:
-        return (self.branch.lesson, DEMO)
+        """Each lesson's page, then its demos, in course order."""
+        return tuple(page for entry in self.lessons for page in (
+            lesson_page(entry, self.branch.name), *(Page(d.source, d.target, d.title) for d in entry.demos)))
 
     @property
     def has_runner(self) -> bool:
@@ -94,15 +109,16 @@ class Build:
 
 def check_inputs(build: Build) -> None:
     """Fail before writing anything if a source is missing."""
-    fixes = {
-        build.branch.lesson.source: "run `make branches`",
-        DEMO.source: "run `make demo` (or restore it from git)",
+    fixes = {page.source: "run `make branches`" if page.lesson else "run `make demo` (or restore it from git)"
+             for page in build.pages}
+    fixes |= {
         INDEX_QMD: "restore it from git",
         MATHJAX / "tex-chtml.js": "run `make setup` (npm ci)",
         MERMAID: "run `make setup` (npm ci)",
     }
-    if build.has_runner:
-        fixes[import_runner().RELEASE_NOTEBOOK] = "run `make release` (the runner's config reads it)"
+    if build.has_runner and build.branch.name == "exercise":
+        fixes |= {entry.release_notebook: "run `make release` (the runner's config reads it)"
+                  for entry in build.lessons}
     for path, fix in fixes.items():
         if not (build.root / path).is_file():
             raise CourseError(f"{path}: missing; {fix}")
@@ -133,15 +149,15 @@ def write_pages(build: Build) -> None:
         except Exception as exc:  # nbformat raises several unrelated types for a broken file
             raise CourseError(f"{page.source}: not a readable notebook ({exc}); rebuild it") from exc
         nb.metadata.setdefault("title", notebook_title(nb, page))
-        write_html(build, page.target, nb, runner=page is build.branch.lesson)
+        write_html(build, page.target, nb, runner=page.lesson)
 
 
 def write_home_page(build: Build) -> None:
     """index.html from index.qmd: this branch's `when-profile` blocks kept, .qmd links -> .html."""
     text = (build.root / INDEX_QMD).read_text(encoding="utf-8")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(home_markdown(text, build.branch.name))])
-    nb.metadata["title"] = SITE_TITLE
-    write_html(build, HOME, nb, runner=False)
+    nb.metadata["title"] = build.course.title
+    write_html(build, HOME, nb, runner=None)
 
 
 def write_search_index(build: Build) -> None:
@@ -156,20 +172,79 @@ def write_search_index(build: Build) -> None:
 
 
 def add_runner(build: Build) -> None:
-    """The runner hook: Pyodide into assets/pyodide/, the runner's files and this branch's config.
+    """The runner hook: Pyodide into assets/pyodide/, the runner's files and one config per lesson
+    (`runner.config_name(slug)`, named by the lesson page's runner tag).
 
-    Runs only when assets/runner/runner.js exists, and for the exercise site only: its lesson page
-    carries the runner's tags (see `page_head`); the solution page has no exercise cell for it. All runner
+    Runs only when assets/runner/runner.js exists, and for the exercise site only: its lesson pages
+    carry the runner's tags (see `page_head`); the solution pages have no exercise cell for it. All runner
     specifics live in coursekit.runner (the runner work owns it).
     """
     if not build.has_runner or build.branch.name != "exercise":
         return
     runner = import_runner()
     runner.copy_pyodide(build.site_dir, source=build.root / PYODIDE)
-    runner.write_config(
-        build.site_dir, build.branch.name,
-        lesson_path=build.root / runner.LESSON, release_path=build.root / runner.RELEASE_NOTEBOOK,
-    )
+    for entry in build.lessons:
+        runner.write_config(build.site_dir, build.branch.name, lesson_path=build.root / entry.source,
+                            release_path=build.root / entry.release_notebook, name=runner.config_name(entry.slug),
+                            lesson_id=entry.id)
+
+
+def link_neighbours(build: Build) -> None:
+    """Each lesson page's previous/next line (`PAGINATION`): a link to the neighbour lesson's page in
+    this site when course.yml has that neighbour and the site holds its page, else the source's text.
+
+    Works on the written HTML of both renderings: Quarto keeps the source's `.pagination-prev` /
+    `.pagination-next` spans, a notebook page keeps each line as its <strong> label and the text after it.
+    """
+    built = {page.lesson.id: page for page in build.pages if page.lesson}
+    for page in built.values():
+        path = build.site_dir / page.target
+        if not path.is_file():
+            continue
+        html = path.read_text(encoding="utf-8")
+        soup = BeautifulSoup(html, "html.parser")
+        changed = False
+        for side, neighbour in zip(PAGINATION, build.course.neighbours(page.lesson), strict=True):
+            target = built.get(neighbour.id) if neighbour else None
+            if target is None:
+                continue
+            for line in _pagination_lines(soup, side):
+                line[0].replace_with(_neighbour_link(soup, build, page, target, side))
+                for node in line[1:]:
+                    node.extract()
+                changed = True
+        if changed:
+            path.write_text(str(soup), encoding="utf-8")
+
+
+def _pagination_lines(soup: BeautifulSoup, side: str) -> list[list]:
+    """The nodes of each `side` line of the page's pagination: a Quarto span, or in a notebook page the
+    <strong> label and the text after it up to the next label or line break."""
+    spans = soup.select(f"span.pagination-{side}")
+    if spans:
+        return [[span] for span in spans]
+    lines = []
+    for label in soup.find_all("strong", string=PAGINATION[side]):
+        line = [label]
+        for node in label.next_siblings:
+            if getattr(node, "name", None) == "br" or (
+                    getattr(node, "name", None) == "strong" and node.get_text() in PAGINATION.values()):
+                break
+            line.append(node)
+        lines.append(line)
+    return lines
+
+
+def _neighbour_link(soup: BeautifulSoup, build: Build, page: Page, target: Page, side: str):
+    """<a class="pagination-link pagination-prev" href="..."><strong>← 上一课</strong> 第 10 课：…</a>."""
+    title = parse_lesson(build.root / target.lesson.source, build.course.sections).front_matter["title"]
+    link = soup.new_tag("a", href="../" * page.target.count("/") + target.target)
+    link["class"] = ["pagination-link", f"pagination-{side}"]
+    label = soup.new_tag("strong")
+    label.string = PAGINATION[side]
+    link.append(label)
+    link.append(f" {title}")
+    return link
 
 
 # Order matters: check before writing; pages before the home page only for a stable `written` order;
@@ -182,16 +257,18 @@ PREVIEW_STEPS = (
     write_pages,
     write_home_page,
     write_search_index,
+    link_neighbours,
     add_runner,
 )
 
 
-def build_preview(root: Path, branch: str, site_dir: Path | None = None) -> Path:
-    """Build one branch's preview site (default folder: the branch's Quarto output-dir); return it."""
+def build_preview(root: Path, branch: str, site_dir: Path | None = None, lesson: str | None = None) -> Path:
+    """Build one branch's preview site (default folder: the branch's Quarto output-dir) for every lesson
+    of the course file, or for `lesson` (an id or slug) only; return the folder."""
     if branch not in BRANCHES:
         raise CourseError(f"unknown branch {branch!r}; choose one of {', '.join(BRANCHES)}")
     spec = BRANCHES[branch]
-    build = Build(root=root, branch=spec, site_dir=site_dir or root / spec.out_dir)
+    build = Build(root=root, branch=spec, site_dir=site_dir or root / spec.out_dir, lesson=lesson)
     for step in PREVIEW_STEPS:
         step(build)
     return build.site_dir
@@ -199,10 +276,11 @@ def build_preview(root: Path, branch: str, site_dir: Path | None = None) -> Path
 
 # ---- helpers -----------------------------------------------------------------------------------
 
-def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: bool) -> None:
-    """Render one notebook with the preview template to site_dir/target."""
+def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: LessonEntry | None) -> None:
+    """Render one notebook with the preview template to site_dir/target (`runner`: the lesson whose
+    exercise the page's runner runs, None for a page without one)."""
     root = "../" * target.count("/")
-    site = {"root": root, "title": SITE_TITLE, "branch": build.branch.name, "notice": NOTICE,
+    site = {"root": root, "title": build.course.title, "branch": build.branch.name, "notice": NOTICE,
             "nav": nav_links(build, target, root)}
     exporter = HTMLExporter(
         template_name="lab", template_file="preview.html.j2", extra_template_paths=[str(TEMPLATE_DIR)]
@@ -222,12 +300,14 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: boo
     build.written.append(target)
 
 
-def page_head(build: Build, root: str, runner: bool) -> str:
-    """Extra <head> tags for one page: the runner's, on the exercise site's lesson page only (the solution
-    page shows the task as text, with no cell for the runner; the runner starts Pyodide before the page is
-    parsed, so it must not be on a page without one)."""
-    wanted = runner and build.has_runner and build.branch.name == "exercise"
-    return import_runner().head_tags(root) if wanted else ""
+def page_head(build: Build, root: str, runner: LessonEntry | None) -> str:
+    """Extra <head> tags for one page: the runner's with its lesson's config, on the exercise site's lesson
+    pages only (a solution page shows the task as text, with no cell for the runner; the runner starts
+    Pyodide before the page is parsed, so it must not be on a page without one)."""
+    if runner is None or not build.has_runner or build.branch.name != "exercise":
+        return ""
+    module = import_runner()
+    return module.head_tags(root, config=module.config_name(runner.slug))
 
 
 def import_runner() -> ModuleType:
@@ -251,8 +331,8 @@ def notebook_title(nb: nbformat.NotebookNode, page: Page) -> str:
 
 
 def nav_links(build: Build, target: str, root: str) -> list[tuple[str, str, bool]]:
-    """(href, text, is-current) for home, the lesson and the demo."""
-    items = [(HOME, "首页"), (build.branch.lesson.target, build.branch.lesson.nav_text), (DEMO.target, DEMO.nav_text)]
+    """(href, text, is-current) for home, then each lesson and its demos (the Quarto navbar's items)."""
+    items = [(HOME, "首页"), *((page.target, page.nav_text) for page in build.pages)]
     return [(root + href, text, href == target) for href, text in items]
 
 

@@ -1,8 +1,9 @@
 """The in-browser runner's files for a built site: its JSON config, its JS/CSS and Pyodide's files.
 
 The runner (`assets/runner/runner.js`) turns the exercise cell of the page into an editor with Run and
-Check buttons; Python runs in a web worker through Pyodide served from the site itself. It reads
-`<site>/assets/runner/runner-config.json`, which `write_config` builds from:
+Check buttons; Python runs in a web worker through Pyodide served from the site itself. It reads the
+page's lesson config, `<site>/assets/runner/runner-config-<slug>.json` (`config_name`; the page's
+script tag names it in data-runner-config), which `write_config` builds from:
 
 - the lesson: the starter code (`lesson.blank_code`) and the check groups (`Lesson.visible_checks`:
   the visible part of each test cell, the very asserts the autograder's visible tests run, and its
@@ -10,9 +11,9 @@ Check buttons; Python runs in a web worker through Pyodide served from the site 
 - the grader's student-id rule (`coursekit.grading.ingest.STUDENT_ID`), so the page validates the
   id the download is named after exactly as `make grade` will;
 - the nbgrader release notebook, which the "download notebook" button hands back with the editor's
-  code as the source of the `group_advantages` cell and the page's written answers (explanation,
-  Q1-Q3, typed in text boxes under each answer area) after the prompt of their cells; every other
-  cell and all metadata stay as released.
+  code as the source of the exercise cell (the lesson's grade id, e.g. `group_advantages`) and the
+  page's written answers (e.g. explanation, Q1-Q3, typed in text boxes under each answer area) after
+  the prompt of their cells; every other cell and all metadata stay as released.
 
 Hints are not in the config: the page's own hint widget (nested `<details class="course-hint">`,
 written by `coursekit branches`) is the only one, and runner.js keeps its state.
@@ -25,19 +26,15 @@ import json
 import shutil
 from pathlib import Path
 
-from coursekit.course_file import load_course, resolve_lesson
+from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading.ingest import STUDENT_ID
 from coursekit.lesson import Lesson, parse_lesson
 
-# The default lesson: the first of course.yml (write_config takes any lesson's source and release).
-LESSON = load_course().first.source
-RELEASE_NOTEBOOK = load_course().first.release_notebook
-ANSWER_GRADE_ID = "group_advantages"
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "assets" / "runner"
 # Copied to <site>/assets/runner/; editor.js is the CodeMirror bundle (`make editor`, committed).
 RUNNER_FILES = ("runner.js", "runner-worker.js", "runner.css", "editor.js")
-CONFIG_NAME = "runner-config.json"
+CONFIG_NAME = "runner-config.json"  # runner.js's default when the tag names no config
 PYODIDE_SOURCE = Path("node_modules/pyodide")
 # What the worker loads from <site>/assets/pyodide/ (the interpreter, its standard library and the
 # package lock file loadPyodide reads); no other file of the npm package is requested.
@@ -49,20 +46,29 @@ HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS", "### BEGIN S
 STUDENT_ID_RULE = "1–64 个字符：英文字母、数字和 _ . -，以字母或数字开头（不要写姓名或空格），例如 2024001"
 
 
-def head_tags(root: str, pyodide_url: str | None = None) -> str:
-    """The tags a page needs to load the runner; `root` is the page's relative path to the site root.
+def config_name(slug: str) -> str:
+    """The file name of one lesson's config in `<site>/assets/runner/`."""
+    return f"runner-config-{slug}.json"
+
+
+def head_tags(root: str, pyodide_url: str | None = None, config: str | None = None) -> str:
+    """The tags a page needs to load the runner; `root` is the page's relative path to the site root,
+    `config` the config's name in assets/runner/ (default: runner.js's, CONFIG_NAME; runner.js resolves
+    data-runner-config against the site root, not the page).
 
     `async`, not `defer`: the runner then starts Pyodide while the page is still being parsed instead of
     after the page's deferred scripts (MathJax, Mermaid) have run. `pyodide_url` (default: the site's own
     `assets/pyodide/`) may name another folder, e.g. a CDN's `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
     """
     extra = f' data-pyodide-url="{pyodide_url}"' if pyodide_url else ""
+    extra += f' data-runner-config="assets/runner/{config}"' if config else ""
     return (f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n'
             f'<script async src="{root}assets/runner/runner.js" data-runner-root="{root}"{extra}></script>\n')
 
 
-def read_release_notebook(path: Path) -> dict:
-    """The nbgrader release notebook as JSON, checked to hold the answer cell the runner fills in."""
+def read_release_notebook(path: Path, answer_grade_id: str) -> dict:
+    """The nbgrader release notebook as JSON, checked to hold the answer cell (`answer_grade_id`, the
+    lesson's exercise cell) the runner fills in."""
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -70,9 +76,9 @@ def read_release_notebook(path: Path) -> dict:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CourseError(f"{path}: cannot read the release notebook ({exc}); rerun 'make release'") from None
     ids = [c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.get("cells", [])]
-    if ids.count(ANSWER_GRADE_ID) != 1:
-        raise CourseError(f"{path}: expected one cell with nbgrader grade_id '{ANSWER_GRADE_ID}', found "
-                          f"{ids.count(ANSWER_GRADE_ID)}; rerun 'make release'")
+    if ids.count(answer_grade_id) != 1:
+        raise CourseError(f"{path}: expected one cell with nbgrader grade_id '{answer_grade_id}', found "
+                          f"{ids.count(answer_grade_id)}; rerun 'make release'")
     return nb
 
 
@@ -107,7 +113,7 @@ def build_config(lesson: Lesson, notebook: dict, branch: str, *, time_limit_s: f
         "checks": check_groups(lesson),
         "time_limit_s": time_limit_s,
         "student_id": {"pattern": STUDENT_ID.pattern, "rule": STUDENT_ID_RULE},
-        "answer_grade_id": ANSWER_GRADE_ID,
+        "answer_grade_id": lesson.exercise_id,
         "answers": answer_areas(lesson, notebook),
         "notebook": notebook,
     }
@@ -142,17 +148,20 @@ def find_leaks(config: dict, lesson: Lesson) -> list[str]:
     return [s for s in secret_snippets(lesson) if s in text]
 
 
-def write_config(site_dir: Path, branch: str, *, lesson_path: Path = LESSON,
-                 release_path: Path = RELEASE_NOTEBOOK, time_limit_s: float = TIME_LIMIT_S) -> Path:
-    """Write `<site_dir>/assets/runner/` (config + runner JS/CSS + editor) for `branch`; return the config path."""
+def write_config(site_dir: Path, branch: str, *, lesson_path: Path, release_path: Path,
+                 time_limit_s: float = TIME_LIMIT_S, name: str = CONFIG_NAME, lesson_id: str | None = None) -> Path:
+    """Write `<site_dir>/assets/runner/` (runner JS/CSS + editor, and the lesson's config as `name`) for
+    `branch`; return the config path. `lesson_path`: the lesson source; `release_path`: its release notebook;
+    `lesson_id`: its id in the course file (default: looked up in the default course file)."""
     lesson = parse_lesson(lesson_path)
-    config = build_config(lesson, read_release_notebook(release_path), branch, time_limit_s=time_limit_s)
+    config = build_config(lesson, read_release_notebook(release_path, lesson.exercise_id), branch,
+                          time_limit_s=time_limit_s, lesson_id=lesson_id)
     if branch == "exercise" and (leaks := find_leaks(config, lesson)):
         raise CourseError(f"{release_path}: the exercise site would show '{leaks[0]}' (an answer or a hidden "
                           "test); rerun 'make release' so the release notebook holds no solutions")
     out = _copy_files(RUNNER_FILES, RUNNER_SOURCE, Path(site_dir) / "assets" / "runner",
                       "runner file missing; restore assets/runner/ from git")
-    path = out / CONFIG_NAME
+    path = out / name
     path.write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return path
 

@@ -42,9 +42,10 @@ def self_host(build: preview.Build) -> None:
             raise CourseError(f"{page}: loads {found['url']} from another host; the site must serve it itself")
 
 
-# What a Quarto render lacks that the preview has: the runner's files, its Pyodide copy and MathJax; then
-# the self-hosting check.
-POST_RENDER_STEPS = (preview.copy_site_assets, preview.copy_mathjax, preview.add_runner, self_host)
+# What a Quarto render lacks that the preview has: the runner's files, its Pyodide copy, MathJax and the
+# lessons' neighbour links (previous/next); then the self-hosting check.
+POST_RENDER_STEPS = (preview.copy_site_assets, preview.copy_mathjax, preview.link_neighbours, preview.add_runner,
+                     self_host)
 PREVIEW_NOTICE = """\
 note: this is the no-Quarto PREVIEW ({why}): the executed branch notebooks as HTML via
       nbconvert, with the Quarto site's paths.
@@ -65,6 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Quarto post-render hook: add the runner's files to $QUARTO_PROJECT_OUTPUT_DIR",
     )
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="project root (default: current folder)")
+    parser.add_argument("--lesson", default=None,
+                        help="preview only this lesson of course.yml (id or slug; default: every lesson)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,9 +77,12 @@ def run(args: argparse.Namespace) -> int:
     if args.post_render:
         return post_render(root, os.environ)
     quarto = None if args.preview else shutil.which("quarto")
+    if quarto and args.lesson:
+        raise CourseError("--lesson builds the no-Quarto preview of one lesson; Quarto renders every lesson "
+                          "of course.yml (add --preview, or drop --lesson)")
     if quarto:
         return render_quarto(root, quarto)
-    sites = {name: preview.build_preview(root, name) for name in PROFILES}
+    sites = {name: preview.build_preview(root, name, lesson=args.lesson) for name in PROFILES}
     why = "--preview given" if args.preview else "quarto is not on PATH"
     paths = {k: v.relative_to(root) for k, v in sites.items()}
     print(PREVIEW_NOTICE.format(why=why, python=sys.executable, **paths))

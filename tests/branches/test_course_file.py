@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 GOOD = """title: 课程
 template:
   sections: [目标]
+  pass_score: 8
 lessons:
-  - {id: lesson10, slug: lesson10_x, source: lessons/lesson10_x.qmd, title: 第 10 课}
+  - {id: lesson10, slug: lesson10_x, source: lessons/lesson10_x.qmd, title: 第 10 课, pass_score: 6.5}
   - id: lesson11
     slug: lesson11_y
     source: lessons/lesson11_y.qmd
@@ -49,6 +50,11 @@ def test_lessons_keep_their_order_and_know_their_neighbours(tmp_path):
     assert course.select(None) == course.lessons and course.select("lesson11") == (second,)
 
 
+def test_the_pass_score_is_the_templates_unless_the_lesson_sets_its_own(tmp_path):
+    first, second = load_course(write(tmp_path, GOOD)).lessons
+    assert (first.pass_score, second.pass_score) == (6.5, 8.0)
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("title: x\nlessons: []\n", "needs a non-empty 'lessons' list"),
     (GOOD.replace("title: 课程", "name: 课程"), "needs a 'title'"),
@@ -58,6 +64,9 @@ def test_lessons_keep_their_order_and_know_their_neighbours(tmp_path):
     (GOOD.replace("lesson10_x.qmd", "other.qmd"), "lesson 1: source must be <folder>/lesson10_x.qmd"),
     (GOOD.replace("id: lesson10", "id: lesson11"), "lesson id 'lesson11' is used twice"),
     (GOOD.replace("title: 演示", "name: 演示"), "lesson 2: each demo needs 'source'"),
+    (GOOD.replace("  pass_score: 8\n", ""), "template: 'pass_score' must be a positive number of points, got None"),
+    (GOOD.replace("pass_score: 6.5", "pass_score: eight"), "lesson 1: 'pass_score' must be a positive number"),
+    (GOOD.replace("pass_score: 6.5", "pass_score: 0"), "lesson 1: 'pass_score' must be a positive number"),
 ])
 def test_a_bad_course_file_fails_with_one_line_naming_it(tmp_path, text, message):
     path = write(tmp_path, text)
@@ -112,6 +121,7 @@ def test_the_profiles_list_every_lesson_and_demo_in_course_order(tmp_path):
     ["grade", "subs", "--lesson", "lesson12"],
     ["report", "--lesson", "lesson12"],
     ["lab", "--lesson", "lesson12", "--no-browser"],
+    ["site", "--preview", "--lesson", "lesson12"],
 ])
 def test_every_command_refuses_a_lesson_not_in_the_course(argv, capsys):
     assert main(argv) == 1

@@ -69,6 +69,11 @@ BROKEN_SOURCES = {
                                           "must directly follow the text of its question"),
     "assert missing from tests": ("assert group_advantages([1.]) == [0.]\ntry", "assert 1 == 1\ntry",
                                   "not in the exercise cell"),
+    "exercise without grade id": ("#| grade_id: group_advantages\n", "", "the exercise cell needs '#| grade_id: name'"),
+    "two test cells share a test id": ("#| test_id: boundary", "#| test_id: normal",
+                                       "grade id 'test_normal' is already used on line"),
+    "answer id like the exercise's": ('::: {.answer id="q3"', '::: {.answer id="group_advantages"',
+                                      "grade id 'group_advantages' is already used on line"),
 }
 
 

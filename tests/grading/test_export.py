@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from coursekit.cli import main
 from coursekit.errors import CourseError
+from coursekit.grading.course import Rubric
 from coursekit.grading.export import export_rows, read_roster
 from coursekit.grading.report import Row
+
+# lesson 11's rubric (10 points, pass at 8), from its committed nbgrader source notebook
+RUBRIC = Rubric.of_notebook(Path(__file__).resolve().parents[2] / "autograder/source/lesson11/lesson11.ipynb", 8.0)
 
 ROSTER = """student_id,name,canvas_id,sis_user_id,sis_login_id,section,email
 s01,张三,101,S001,zhangsan,A,s01@example.edu
@@ -23,7 +29,7 @@ def write(tmp_path, text, name="roster.csv", encoding="utf-8"):
 
 
 def graded(sid, auto, manual, pending=0.0, flags=()):
-    row = Row(sid, flags=list(flags), graded=True)
+    row = Row(sid, RUBRIC, flags=list(flags), graded=True)
     row.auto = dict(zip(("normal", "boundary", "aggregation"), auto, strict=True))
     row.manual_total, row.manual_pending = manual, pending
     return row
@@ -36,7 +42,7 @@ ROWS = {"s01": graded("s01", (1.5, 1, 0.5), 7),
 
 def test_canvas_file_has_the_gradebook_columns_and_points_possible(tmp_path):
     roster = read_roster(write(tmp_path, ROSTER), "canvas")
-    rows = export_rows("canvas", roster, ROWS, "Lesson 11 (4711)")
+    rows = export_rows("canvas", roster, ROWS, "Lesson 11 (4711)", RUBRIC)
     assert rows == [
         ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Lesson 11 (4711)"],
         ["Points Possible", "", "", "", "", "10"],
@@ -49,7 +55,7 @@ def test_canvas_file_has_the_gradebook_columns_and_points_possible(tmp_path):
 def test_moodle_file_has_the_mapped_identifier_grade_and_feedback(tmp_path):
     roster_text = ROSTER + "s09,钱七,109,S009,qianqi,B,s09@example.edu\n"
     roster = read_roster(write(tmp_path, roster_text), "moodle", "email")
-    rows = export_rows("moodle", roster, ROWS, "lesson11", "email")
+    rows = export_rows("moodle", roster, ROWS, "lesson11", RUBRIC, "email")
     assert rows[0] == ["Email address", "lesson11", "lesson11 feedback"]
     assert rows[1] == ["s01@example.edu", "10", "通过"]
     assert rows[2] == ["s02@example.edu", "", "待人工评分"]
@@ -59,7 +65,7 @@ def test_moodle_file_has_the_mapped_identifier_grade_and_feedback(tmp_path):
 
 def test_csv_file_keeps_every_report_column(tmp_path):
     roster = read_roster(write(tmp_path, ROSTER), "csv")
-    rows = export_rows("csv", roster, ROWS, "lesson11")
+    rows = export_rows("csv", roster, ROWS, "lesson11", RUBRIC)
     assert rows[0][:8] == ["student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email",
                            "normal"]
     assert rows[0][-3:] == ["max_score", "passed", "flags"]

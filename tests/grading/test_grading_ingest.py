@@ -122,7 +122,7 @@ def test_a_zip_of_a_folder_is_read_inside_that_folder(course, tmp_path):
     assert found["kyle"][0].label == "subs.zip:subs/kyle/hw.ipynb"
 
 
-def test_a_rejected_name_cannot_become_a_spreadsheet_formula():
+def test_a_rejected_name_cannot_become_a_spreadsheet_formula(course):
     entry = select_notebook("=HYPERLINK(x)", [])
-    row = Row(entry.student_id, flags=entry.flags)
+    row = Row(entry.student_id, course.rubric, flags=entry.flags)
     assert row.as_csv()["student_id"] == "'=HYPERLINK(x)" and row.passed == "no"

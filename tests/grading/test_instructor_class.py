@@ -16,7 +16,7 @@ from nbgrader.api import Gradebook
 
 from coursekit.cli import main
 from coursekit.grading.classreport import mistakes_csv, report_html
-from coursekit.grading.course import AUTO_CELLS, Course
+from coursekit.grading.course import Course
 
 pytestmark = pytest.mark.slow
 COPY_FLAGS = {"copied_reference", "similar_answers"}
@@ -53,7 +53,7 @@ def test_every_failed_check_is_one_mistake_named_by_its_diagnostic(instructor_cl
     with Gradebook(course.db_url) as gb:  # what the gradebook says failed
         failed = sorted((g.name, sid) for sid in [f"s0{k}" for k in range(1, 9)]
                         for g in gb.find_submission_notebook("lesson11", "lesson11", sid).grades
-                        if g.name in AUTO_CELLS and (g.score or 0) < g.max_score)
+                        if g.name in course.rubric.checks and (g.score or 0) < g.max_score)
     assert listed == failed
     assert all(int(m["count"]) == len(m["students"].split()) for m in mistakes)
     for m in mistakes:  # the diagnostic is the error the cell shows (contract with the hidden checks)

@@ -56,7 +56,7 @@ def visible_only_lesson(text: str) -> str:
 
 def exercise_code(nb: nbformat.NotebookNode) -> str:
     """What a student would have in the browser's editor: the (last) exercise cell of the notebook."""
-    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == runner.ANSWER_GRADE_ID
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == parse_lesson(LESSON).exercise_id
              or "course-exercise" in c.metadata.get("tags", [])]
     return cells[-1].source
 

@@ -17,11 +17,11 @@ import pytest
 from coursekit.cli import main
 from coursekit.grading.course import Course
 from coursekit.lesson import parse_lesson
-from coursekit.runner import ANSWER_GRADE_ID, LESSON
 
 pytestmark = pytest.mark.browser
 
-LESSON_11 = parse_lesson(Path(__file__).resolve().parents[2] / LESSON)
+LESSON_11 = parse_lesson(Path(__file__).resolve().parents[2] / "lessons" / "lesson11_grpo.qmd")
+ANSWER_GRADE_ID = LESSON_11.exercise_id
 CORRECT = LESSON_11.reference_code
 # Sample variance (divide by G - 1): normal inputs fail, boundary inputs still pass.
 SAMPLE_VARIANCE = LESSON_11.blank_code.replace(

@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 
 from coursekit import runner
+from coursekit.course_file import load_course
 from coursekit.errors import CourseError
 from coursekit.grading.course import Course
 from coursekit.grading.ingest import STUDENT_ID
 from coursekit.lesson import parse_lesson, visible_test_code
 
 ROOT = Path(__file__).resolve().parents[2]
-LESSON_11 = parse_lesson(ROOT / runner.LESSON)
+ENTRY = load_course(ROOT / "course.yml").lesson("lesson11")
+LESSON_11 = parse_lesson(ROOT / ENTRY.source)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,7 @@ def test_answer_areas_come_from_the_release_cells_in_notebook_order(release_note
 
 
 def test_written_exercise_config_holds_no_answer_or_hidden_test(tmp_path: Path, course: Course) -> None:
-    path = runner.write_config(tmp_path, "exercise", lesson_path=ROOT / runner.LESSON,
+    path = runner.write_config(tmp_path, "exercise", lesson_path=ROOT / ENTRY.source,
                                release_path=course.release_notebook)
     text = path.read_text(encoding="utf-8")
     config = json.loads(text)
@@ -81,27 +83,27 @@ def test_written_exercise_config_holds_no_answer_or_hidden_test(tmp_path: Path, 
 
 
 def test_a_release_notebook_with_solutions_is_refused(tmp_path: Path) -> None:
-    source = Course(ROOT / "autograder").source_notebook  # holds the answers and the hidden tests
+    source = Course(ROOT / "autograder", ENTRY.id).source_notebook  # holds the answers and the hidden tests
     with pytest.raises(CourseError, match=r"lesson11\.ipynb: the exercise site would show .*make release"):
-        runner.write_config(tmp_path, "exercise", lesson_path=ROOT / runner.LESSON, release_path=source)
+        runner.write_config(tmp_path, "exercise", lesson_path=ROOT / ENTRY.source, release_path=source)
     assert not (tmp_path / "assets").exists()
 
 
 def test_missing_release_notebook_says_to_run_make_release(tmp_path: Path) -> None:
     with pytest.raises(CourseError, match=r"nope\.ipynb: release notebook not found; run 'make release'"):
-        runner.write_config(tmp_path, "exercise", lesson_path=ROOT / runner.LESSON,
+        runner.write_config(tmp_path, "exercise", lesson_path=ROOT / ENTRY.source,
                             release_path=tmp_path / "nope.ipynb")
 
 
 def test_release_notebook_without_the_answer_cell_is_refused(tmp_path: Path, release_notebook) -> None:
     broken = json.loads(json.dumps(release_notebook))
     broken["cells"] = [c for c in broken["cells"]
-                       if c["metadata"].get("nbgrader", {}).get("grade_id") != runner.ANSWER_GRADE_ID]
+                       if c["metadata"].get("nbgrader", {}).get("grade_id") != LESSON_11.exercise_id]
     path = tmp_path / "release.ipynb"
     path.write_text(json.dumps(broken), encoding="utf-8")
     with pytest.raises(CourseError, match=r"release\.ipynb: expected one cell with nbgrader grade_id "
                                           r"'group_advantages', found 0"):
-        runner.read_release_notebook(path)
+        runner.read_release_notebook(path, LESSON_11.exercise_id)
 
 
 def test_unknown_branch_lists_the_valid_ones(release_notebook) -> None:

@@ -7,13 +7,16 @@ import re
 import pytest
 
 from coursekit import preview
+from coursekit.course_file import load_course
 
 pytestmark = pytest.mark.browser
 
+LESSON_11 = load_course().lesson("lesson11")
+LESSON_PAGE = {branch: preview.lesson_page(LESSON_11, branch).target for branch in preview.BRANCHES}
 PAGES = [
     (branch, target)
-    for branch, spec in preview.BRANCHES.items()
-    for target in ("index.html", spec.lesson.target, preview.DEMO.target)
+    for branch in preview.BRANCHES
+    for target in ("index.html", LESSON_PAGE[branch], LESSON_11.demos[0].target)
 ]
 
 
@@ -40,7 +43,7 @@ def test_page_loads_clean_from_localhost_only(branch, target, page_and_log, site
 @pytest.mark.parametrize("branch", list(preview.BRANCHES))
 def test_lesson_math_is_typeset_and_the_diagram_drawn(branch, page_and_log, site_urls) -> None:
     page, log = page_and_log
-    open_page(page, site_urls[branch] + preview.BRANCHES[branch].lesson.target)
+    open_page(page, site_urls[branch] + LESSON_PAGE[branch])
     page.wait_for_selector(".jp-Mermaid svg", timeout=15_000)
     assert page.locator("mjx-container").count() > 20
     assert page.locator("mjx-container[display='true']").count() >= 2  # the two $$ formulas
@@ -55,7 +58,7 @@ def test_lesson_math_is_typeset_and_the_diagram_drawn(branch, page_and_log, site
 
 def test_hints_open_one_level_at_a_time(page_and_log, site_urls, screenshot) -> None:
     page, _ = page_and_log
-    open_page(page, site_urls["exercise"] + preview.BRANCHES["exercise"].lesson.target)
+    open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
     summary = {n: page.locator(f"details.course-hint[data-level='{n}'] > summary") for n in (1, 2, 3, 4)}
     assert summary[1].is_visible() and not summary[2].is_visible()
     summary[1].click()
@@ -71,7 +74,7 @@ def test_hints_open_one_level_at_a_time(page_and_log, site_urls, screenshot) -> 
 
 def test_solution_has_the_fourth_hint_level(page_and_log, site_urls) -> None:
     page, _ = page_and_log
-    open_page(page, site_urls["solution"] + preview.BRANCHES["solution"].lesson.target)
+    open_page(page, site_urls["solution"] + LESSON_PAGE["solution"])
     for level in (1, 2, 3):
         page.locator(f"details.course-hint[data-level='{level}'] > summary").click()
     assert page.locator("details.course-hint[data-level='4'] > summary").is_visible()
@@ -172,7 +175,7 @@ def test_formulas_scroll_in_their_box_and_the_diagram_keeps_legible_text(viewpor
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     page = context.new_page()
     try:
-        open_page(page, site_urls["exercise"] + preview.BRANCHES["exercise"].lesson.target)
+        open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
         page.wait_for_selector(".jp-Mermaid svg", timeout=15_000)
         width = page.evaluate("document.documentElement.clientWidth")
         assert page.evaluate("document.documentElement.scrollWidth") <= width, "the page scrolls sideways"
@@ -197,7 +200,7 @@ def test_toolbar_stays_visible_while_editing_and_check_results_come_into_view(vi
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     page = context.new_page()
     try:
-        open_page(page, site_urls["exercise"] + preview.BRANCHES["exercise"].lesson.target)
+        open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
         page.wait_for_selector(".cr-widget[data-state=ready]", timeout=90_000)
         last_line = page.locator(".cm-line").last
         last_line.scroll_into_view_if_needed()
@@ -221,7 +224,7 @@ def test_toolbar_stays_visible_while_editing_and_check_results_come_into_view(vi
 
 def test_keyboard_reaches_the_exercise_at_once_and_formulas_are_no_tab_stops(page_and_log, site_urls) -> None:
     page, _ = page_and_log
-    open_page(page, site_urls["exercise"] + preview.BRANCHES["exercise"].lesson.target)
+    open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
     page.wait_for_selector(".cr-widget")
     assert page.locator("mjx-container[tabindex]:not([tabindex='-1'])").count() == 0
     page.keyboard.press("Tab")
@@ -239,7 +242,7 @@ def test_keyboard_reaches_the_exercise_at_once_and_formulas_are_no_tab_stops(pag
 @pytest.mark.parametrize("branch", list(preview.BRANCHES))
 def test_every_figure_has_alt_text_and_the_diagram_a_label(branch, page_and_log, site_urls) -> None:
     page, _ = page_and_log
-    open_page(page, site_urls[branch] + preview.BRANCHES[branch].lesson.target)
+    open_page(page, site_urls[branch] + LESSON_PAGE[branch])
     page.wait_for_selector(".jp-Mermaid svg", timeout=15_000)
     missing = page.evaluate("() => [...document.images].filter(i => !i.alt.trim()).map(i => i.src)")
     assert not missing, missing

@@ -53,9 +53,10 @@ def test_each_profile_renders_the_preview_pages_into_the_preview_folder(name: st
     branch = preview.BRANCHES[name]
     profile = load(f"_quarto-{name}.yml")
     assert profile["project"]["output-dir"] == branch.out_dir
+    build = preview.Build(ROOT, branch, ROOT / branch.out_dir)
     assert profile["project"]["render"] == [
-        "index.qmd", branch.lesson.source.with_suffix(".qmd").as_posix(), preview.DEMO.source.as_posix()
-    ]
+        "index.qmd", *(page.source.with_suffix(".qmd").as_posix() if page.lesson else page.source.as_posix()
+                       for page in build.pages)]
     for source in profile["project"]["render"]:
         assert (ROOT / source).is_file(), f"_quarto-{name}.yml renders {source}, which does not exist"
     rendered = set(profile["project"]["render"])

@@ -86,8 +86,9 @@ def running_lab(project: Path, notebook: Path) -> Iterator[str]:
 def lab_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """JupyterLab over a temp project holding a work copy of the exercise notebook."""
     (tmp_path / "exercises").mkdir()
-    shutil.copyfile(ROOT / lab.EXERCISE, tmp_path / lab.EXERCISE)
-    notebook, created = lab.prepare_workspace(tmp_path)
+    exercise = lab.exercise_notebook(ROOT)
+    shutil.copyfile(ROOT / exercise, tmp_path / exercise)
+    notebook, created = lab.prepare_workspace(tmp_path, exercise)
     assert created
     nb = nbformat.read(notebook, as_version=4)  # the temp copy only: a last cell that reports success
     nb.cells.append(nbformat.v4.new_code_cell(f'print("{DONE}")'))
@@ -135,7 +136,8 @@ def test_student_fills_the_blanks_runs_all_and_every_check_passes(lab_server, br
     assert "______" not in code and all(text in code for text in FILLS.values())
     lesson = str(ROOT / "lessons" / "lesson11_grpo.qmd")
     assert main(["check", str(notebook), "--lesson", lesson]) == 0, "make check disagrees with JupyterLab"
-    assert main(["check", str(ROOT / lab.EXERCISE), "--lesson", lesson]) == 1, "make check passed the blanks"
+    blanks = ROOT / lab.exercise_notebook(ROOT, lesson)
+    assert main(["check", str(blanks), "--lesson", lesson]) == 1, "make check passed the blanks"
 
 
 def test_solution_notebook_opens_cleanly_with_its_outputs(tmp_path, browser, screenshot) -> None:

@@ -13,11 +13,15 @@ from bs4 import BeautifulSoup
 from coursekit import lab, preview, runner
 from coursekit import site as site_cli
 from coursekit.cli import main
+from coursekit.course_file import load_course
 from coursekit.errors import CourseError
 from coursekit.lesson import parse_lesson, visible_test_code
 
 ROOT = Path(__file__).resolve().parents[2]
-LESSON = ROOT / "lessons" / "lesson11_grpo.qmd"
+LESSON_11 = load_course(ROOT / "course.yml").lesson("lesson11")
+LESSON = ROOT / LESSON_11.source
+DEMO_TARGET = LESSON_11.demos[0].target
+EXERCISE = LESSON_11.branch_notebook("exercise")
 CJK_RUN = re.compile(r"[\u4e00-\u9fff，。、；：“”（）]{10,}")
 VENDOR_DIRS = ("assets/vendor", "assets/pyodide")
 
@@ -71,8 +75,8 @@ def secrets() -> dict[str, str]:
 
 def test_preview_writes_the_quarto_site_paths(sites: dict[str, Path]) -> None:
     for name, site in sites.items():
-        lesson_page = preview.BRANCHES[name].lesson.target
-        for rel in ("index.html", lesson_page, preview.DEMO.target, "search.json",
+        lesson_page = preview.lesson_page(LESSON_11, name).target
+        for rel in ("index.html", lesson_page, DEMO_TARGET, "search.json",
                     "assets/site/site.css", "assets/site/site.js",
                     "assets/vendor/mathjax/tex-chtml.js", "assets/vendor/mermaid/mermaid.min.js"):
             assert (site / rel).is_file(), f"{site.name}/{rel} missing"
@@ -106,7 +110,7 @@ def test_exercise_site_and_search_index_hold_no_answer_text(sites: dict[str, Pat
 def test_search_index_points_at_sections_of_the_written_pages(sites: dict[str, Path]) -> None:
     entries = json.loads((sites["solution"] / "search.json").read_text(encoding="utf-8"))["sections"]
     pages = {e["href"].split("#")[0] for e in entries}
-    assert pages == {"index.html", "solutions/lesson11_grpo.html", preview.DEMO.target}
+    assert pages == {"index.html", "solutions/lesson11_grpo.html", DEMO_TARGET}
     sections = {e["section"] for e in entries if e["href"].startswith("solutions/")}
     assert {"Q1", "Q2", "Q3"} <= sections
 
@@ -151,7 +155,8 @@ def test_site_without_quarto_builds_the_preview_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     calls = []
-    monkeypatch.setattr(preview, "build_preview", lambda root, name: calls.append(name) or root / f"_{name}")
+    monkeypatch.setattr(preview, "build_preview",
+                        lambda root, name, lesson=None: calls.append(name) or root / f"_{name}")
     monkeypatch.setenv("PATH", str(tmp_path))  # no quarto here
     assert main(["site", "--root", str(ROOT)]) == 0
     assert calls == ["exercise", "solution"]
@@ -195,12 +200,12 @@ def test_post_render_outside_quarto_is_a_one_line_error(
 
 def test_lab_workspace_copies_once_and_never_overwrites(tmp_path: Path) -> None:
     (tmp_path / "exercises").mkdir()
-    source = tmp_path / lab.EXERCISE
+    source = tmp_path / EXERCISE
     source.write_text("original", encoding="utf-8")
-    copy, created = lab.prepare_workspace(tmp_path)
+    copy, created = lab.prepare_workspace(tmp_path, EXERCISE)
     assert created and copy == tmp_path / "work" / "lesson11_grpo.ipynb"
     copy.write_text("student work", encoding="utf-8")
-    again, created = lab.prepare_workspace(tmp_path)
+    again, created = lab.prepare_workspace(tmp_path, EXERCISE)
     assert (again, created) == (copy, False)
     assert copy.read_text(encoding="utf-8") == "student work"
     assert source.read_text(encoding="utf-8") == "original"
@@ -208,7 +213,7 @@ def test_lab_workspace_copies_once_and_never_overwrites(tmp_path: Path) -> None:
 
 def test_lab_without_branches_names_the_fix(tmp_path: Path) -> None:
     with pytest.raises(CourseError, match=r"exercises/lesson11_grpo\.ipynb: missing; run `make branches` first"):
-        lab.prepare_workspace(tmp_path)
+        lab.prepare_workspace(tmp_path, lab.exercise_notebook(tmp_path))
 
 
 def test_lab_command_binds_localhost_serves_the_work_folder_and_opens_the_copy(tmp_path: Path) -> None:
@@ -237,7 +242,7 @@ def test_post_render_gives_a_quarto_output_the_runner_files(
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(out))
     monkeypatch.setenv("QUARTO_PROFILE", "exercise")
     assert main(["site", "--post-render", "--root", str(ROOT)]) == 0
-    config = json.loads((out / "assets" / "runner" / runner.CONFIG_NAME).read_text(encoding="utf-8"))
+    config = json.loads((out / "assets" / "runner" / runner.config_name(LESSON_11.slug)).read_text(encoding="utf-8"))
     assert config["branch"] == "exercise"
     assert all((out / "assets" / "pyodide" / name).is_file() for name in runner.PYODIDE_FILES)
     assert (out / "assets" / "site" / "site.css").is_file()

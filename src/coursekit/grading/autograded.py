@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coursekit.grading.course import AUTO_CELLS, MANUAL_CELLS, Course
+from coursekit.grading.course import Course, Rubric
 
 NO_MESSAGE = "断言失败（没有说明）"
 STDERR = "单元格写入了 stderr（nbgrader 规则：记 0 分）"
@@ -45,15 +45,15 @@ def diagnostic(outputs: list[dict]) -> str | None:
     return None
 
 
-def read_graded(path: Path) -> Graded:
+def read_graded(path: Path, rubric: Rubric) -> Graded:
     """Answers and diagnostics of one autograded notebook (the last copy of a grade id wins)."""
     nb = json.loads(path.read_text(encoding="utf-8"))
     graded = Graded()
     for cell in nb.get("cells", []):
         gid = _grade_id(cell)
-        if gid in MANUAL_CELLS:
+        if gid in rubric.answers:
             graded.answers[gid] = _text(cell.get("source", ""))
-        elif gid in AUTO_CELLS and cell.get("cell_type") == "code":
+        elif gid in rubric.checks and cell.get("cell_type") == "code":
             found = diagnostic(cell.get("outputs", []))
             if found:
                 graded.diagnostics[gid] = found
@@ -68,7 +68,7 @@ def read_class(course: Course, student_ids: list[str]) -> dict[str, Graded]:
     for sid in student_ids:
         path = course.autograded_notebook(sid)
         if path.is_file():
-            out[sid] = read_graded(path)
+            out[sid] = read_graded(path, course.rubric)
     return out
 
 
@@ -80,7 +80,7 @@ def release_prompts(course: Course) -> tuple[dict[str, str], dict[str, str]]:
     cells = nb.get("cells", [])
     for k, cell in enumerate(cells):
         gid = _grade_id(cell)
-        if gid in MANUAL_CELLS:
+        if gid in course.rubric.answers:
             stubs[gid] = _text(cell.get("source", ""))
             questions[gid] = _text(cells[k - 1].get("source", "")) if k else ""
     return stubs, questions

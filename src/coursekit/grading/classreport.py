@@ -1,10 +1,10 @@
 """The class report, written by `coursekit report` (and `coursekit grade`) beside the CSV:
 
-- reports/lesson11.html — one self-contained page (inline CSS, plots as inline SVG with the glyphs
+- reports/<id>.html (e.g. lesson11.html) — one self-contained page (inline CSS, plots as inline SVG with the glyphs
   as paths, no script, no request): score distribution, passed / not passed / pending, pass rate
   per check, the class's common mistakes, flags (copy check included), manual grading progress per
   answer, vetoes, and every student's row. Opens from disk, offline.
-- reports/lesson11_mistakes.csv — every diagnostic per check with its count and its students.
+- reports/<id>_mistakes.csv — every diagnostic per check with its count and its students.
 
 A mistake is the diagnostic of a failed test cell (coursekit.grading.autograded): students are
 grouped by (check, diagnostic); shared by COMMON or more students, it is a common mistake.
@@ -29,7 +29,7 @@ from matplotlib import font_manager  # noqa: E402
 
 from coursekit.grading import flags as F  # noqa: E402
 from coursekit.grading.autograded import Graded  # noqa: E402
-from coursekit.grading.course import AUTO_CELLS, MANUAL_CELLS, PASS_SCORE, Course  # noqa: E402
+from coursekit.grading.course import Course, Rubric  # noqa: E402
 from coursekit.lesson import Lesson  # noqa: E402
 
 COMMON = 2
@@ -65,13 +65,13 @@ def answer_titles(lesson: Lesson) -> dict[str, str]:
     return {a.attrs["id"]: a.attrs.get("title", a.attrs["id"]) for a in lesson.answers()}
 
 
-def find_mistakes(graded: dict[str, Graded], titles: dict[str, str]) -> list[Mistake]:
+def find_mistakes(graded: dict[str, Graded], titles: dict[str, str], rubric: Rubric) -> list[Mistake]:
     """Students grouped by (check, diagnostic): checks in rubric order, then most students first."""
     groups: dict[tuple[str, str], list[str]] = {}
     for sid in sorted(graded):
         for check, diagnostic in graded[sid].diagnostics.items():
             groups.setdefault((check, diagnostic), []).append(sid)
-    order = list(AUTO_CELLS)
+    order = list(rubric.checks)
     found = [Mistake(c, titles.get(c, c), d, s) for (c, d), s in groups.items()]
     return sorted(found, key=lambda m: (order.index(m.check), -len(m.students), m.diagnostic))
 
@@ -85,13 +85,13 @@ def write_mistakes_csv(path: Path, mistakes: list[Mistake]) -> None:
 
 
 def write_class_report(course: Course, rows: list, graded: dict[str, Graded], lesson: Lesson) -> None:
-    """reports/lesson11.html and reports/lesson11_mistakes.csv from the report rows."""
+    """reports/<id>.html and reports/<id>_mistakes.csv (e.g. lesson11) from the report rows."""
     titles = check_titles(lesson)
-    mistakes = find_mistakes(graded, titles)
+    mistakes = find_mistakes(graded, titles, course.rubric)
     write_mistakes_csv(mistakes_csv(course), mistakes)
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html", "j2"]))
     _style()
-    context = report_context(rows, mistakes, titles, answer_titles(lesson))
+    context = report_context(rows, mistakes, titles, answer_titles(lesson), course.rubric)
     page = env.get_template("classreport.html.j2").render(
         **context, title=lesson.front_matter.get("title", course.assignment), assignment=course.assignment)
     report_html(course).write_text(page, encoding="utf-8")
@@ -103,18 +103,20 @@ def _detail(flag_text: str) -> str:
     return flag_text.split("(", 1)[1][:-1] if "(" in flag_text else ""
 
 
-def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str], answers: dict[str, str]) -> dict:
+def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str], answers: dict[str, str],
+                   rubric: Rubric) -> dict:
     graded = [r for r in rows if r.graded]
     counts = {state: sum(r.passed == state for r in rows) for state, _, _ in STATES}
     totals = [r.total for r in graded]
     checks = []
-    for gid, column in AUTO_CELLS.items():
+    for gid, column in rubric.checks.items():
         full = [r for r in graded if column in r.auto_max and r.auto[column] >= r.auto_max[column]]
         points = next((r.auto_max[column] for r in graded if column in r.auto_max), 0.0)
-        checks.append({"check": gid, "title": titles.get(gid, gid), "points": points, "passed": len(full),
-                       "failed": len(graded) - len(full), "rate": len(full) / len(graded) if graded else 0.0})
+        checks.append({"check": gid, "column": column, "title": titles.get(gid, gid), "points": points,
+                       "passed": len(full), "failed": len(graded) - len(full),
+                       "rate": len(full) / len(graded) if graded else 0.0})
     manual = []
-    for qid in MANUAL_CELLS:
+    for qid in rubric.answers:
         scores = [r.manual[qid] for r in graded if qid in r.manual]
         done = [s for s in scores if s is not None]
         manual.append({"question": qid, "title": answers.get(qid, qid), "graded": len(done),
@@ -135,8 +137,8 @@ def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str], 
         "checks": checks, "manual": manual, "common": common,
         "rare": [m for m in mistakes if len(m.students) < COMMON],
         "flags": sorted(flag_students.items(), key=lambda kv: (-len(kv[1]), kv[0])),
-        "copies": copies, "vetoes": vetoes, "pass_score": PASS_SCORE, "states": STATES,
-        "plots": {"scores": score_plot(rows), "checks": checks_plot(checks), "mistakes": mistakes_plot(common),
+        "copies": copies, "vetoes": vetoes, "pass_score": rubric.pass_score, "states": STATES,
+        "plots": {"scores": score_plot(rows, rubric), "checks": checks_plot(checks), "mistakes": mistakes_plot(common),
                   "manual": manual_plot(manual)},
     }
 
@@ -165,16 +167,17 @@ def _svg(fig) -> str:
     return text[text.index("<svg"):]
 
 
-def score_plot(rows: list) -> str:
-    """Totals of the graded students, stacked by passed state, with the pass line."""
+def score_plot(rows: list, rubric: Rubric) -> str:
+    """Totals of the graded students (half-point bins), stacked by passed state, with the pass line."""
     fig, ax = plt.subplots(figsize=(7, 3))
-    edges = [k / 2 for k in range(0, 22)]
+    edges = [k / 2 for k in range(0, int(2 * rubric.max_score) + 2)]
     data = [[r.total for r in rows if r.graded and r.passed == state] for state, _, _ in STATES]
     ax.hist(data, bins=edges, stacked=True, color=[c for _, _, c in STATES],
             label=[f"{label}（{len(d)} 人）" for (_, label, _), d in zip(STATES, data, strict=True)])
-    ax.axvline(PASS_SCORE, color="#333", linestyle="--", linewidth=1)
-    ax.text(PASS_SCORE + 0.1, ax.get_ylim()[1] * 0.9, f"通过线 {PASS_SCORE:g} 分", fontsize=9)
-    ax.set(xlabel="总分（满分 10）", ylabel="人数", xlim=(0, 10.5), title="总分分布")
+    ax.axvline(rubric.pass_score, color="#333", linestyle="--", linewidth=1)
+    ax.text(rubric.pass_score + 0.1, ax.get_ylim()[1] * 0.9, f"通过线 {rubric.pass_score:g} 分", fontsize=9)
+    ax.set(xlabel=f"总分（满分 {rubric.max_score:g}）", ylabel="人数", xlim=(0, rubric.max_score + 0.5),
+           title="总分分布")
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(frameon=False, fontsize=9)
     return _svg(fig)

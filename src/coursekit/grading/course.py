@@ -1,11 +1,12 @@
-"""The nbgrader course on disk: where its folders are and how its config is read."""
+"""The nbgrader course on disk: where its folders are, how its config is read, and each lesson's rubric."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -15,27 +16,68 @@ from traitlets.config import Config, PyFileConfigLoader
 
 from coursekit.course_file import COURSE_FILE, CourseFile, LessonEntry, load_course
 from coursekit.errors import CourseError
+from coursekit.lesson import TEST_PREFIX
 
 CONFIG_FILE = "nbgrader_config.py"
 DEFAULT_ROOT = Path("autograder")
-# grade ids of the source notebook (contract: coursekit branches); the CSV columns follow AUTO_CELLS.
-AUTO_CELLS = {"test_normal": "normal", "test_boundary": "boundary", "test_aggregation": "aggregation"}
-MANUAL_CELLS = ("explanation", "q1", "q2", "q3")
-CODE_CELL = "group_advantages"
-MAX_SCORE = 10.0
-PASS_SCORE = 8.0
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """What one lesson's notebook grades, read from its nbgrader source notebook (`coursekit branches`
+    writes it from the lesson: the exercise cell's grade_id, each test cell's test_id and points, each
+    answer area's id and points) and the pass mark of course.yml."""
+
+    code_cell: str  # the fill-in's grade id, e.g. group_advantages
+    checks: dict[str, str]  # test cell grade id -> report column (its test_id), in notebook order
+    answers: tuple[str, ...]  # written answers' grade ids, in notebook order
+    max_score: float  # every graded cell's points
+    pass_score: float
+
+    @classmethod
+    def of_notebook(cls, path: Path, pass_score: float) -> Rubric:
+        """The rubric of a source (or release) notebook; CourseError naming the file when it has none."""
+        try:
+            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CourseError(f"{path}: cannot read the assignment's source notebook ({exc}); "
+                              "run `make branches`") from None
+        code, checks, answers, points = [], {}, [], 0.0
+        for cell in cells:
+            info = cell.get("metadata", {}).get("nbgrader", {})
+            gid = info.get("grade_id")
+            if info.get("grade"):
+                points += float(info.get("points", 0))
+            if cell.get("cell_type") == "code" and info.get("grade") and info.get("locked"):
+                checks[gid] = gid[len(TEST_PREFIX):] if gid.startswith(TEST_PREFIX) else gid
+            elif cell.get("cell_type") == "code" and info.get("solution"):
+                code.append(gid)
+            elif cell.get("cell_type") == "markdown" and info.get("solution") and info.get("grade"):
+                answers.append(gid)
+        if len(code) != 1 or not checks:
+            raise CourseError(f"{path}: expected one exercise cell and at least one test cell with nbgrader "
+                              f"metadata, found {len(code)} and {len(checks)}; run `make branches`")
+        if pass_score > points:
+            raise CourseError(f"{path}: the pass score {pass_score:g} (course.yml) is above the lesson's "
+                              f"{points:g} points")
+        return cls(code[0], checks, tuple(answers), points, pass_score)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The report CSV's per-check columns."""
+        return tuple(self.checks.values())
 
 
 @dataclass(frozen=True)
 class Course:
     """One nbgrader course folder (by default `autograder/`) and one of its assignments (a lesson).
 
-    The assignment id is the lesson's id in course.yml (default: the first lesson); its one notebook
-    has the same name. All lessons share the folder and its gradebook.
+    The assignment id is the lesson's id in course.yml; its one notebook has the same name. All lessons
+    share the folder and its gradebook.
     """
 
     root: Path
-    assignment: str = field(default_factory=lambda: load_course().first.id)
+    assignment: str
 
     @classmethod
     def at(cls, root: Path | str = DEFAULT_ROOT, lesson: str | None = None) -> Course:
@@ -52,6 +94,11 @@ class Course:
     def lesson(self) -> LessonEntry:
         """This assignment's lesson in the project's course file."""
         return project_course(self.root).lesson(self.assignment)
+
+    @cached_property
+    def rubric(self) -> Rubric:
+        """This lesson's rubric: from its source notebook, with the pass mark of course.yml."""
+        return Rubric.of_notebook(self.source_notebook, self.lesson.pass_score)
 
     @property
     def notebook(self) -> str:

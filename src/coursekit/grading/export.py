@@ -34,8 +34,8 @@ from pathlib import Path
 from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
-from coursekit.grading.course import DEFAULT_ROOT, MAX_SCORE, Course
-from coursekit.grading.report import COLUMNS, Row, class_rows, find_lesson
+from coursekit.grading.course import DEFAULT_ROOT, Course, Rubric
+from coursekit.grading.report import Row, class_rows, find_lesson, report_columns
 
 FORMATS = ("canvas", "moodle", "csv")
 FIELDS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "username",
@@ -138,12 +138,13 @@ def _feedback(row: Row | None) -> str:
     return passed + "".join(f"；一票否决：{v}" for v in vetoes)
 
 
-def export_rows(fmt: str, roster: list[Student], rows: dict[str, Row], assignment: str,
+def export_rows(fmt: str, roster: list[Student], rows: dict[str, Row], assignment: str, rubric: Rubric,
                 moodle_id: str = "email") -> list[list[str]]:
-    """The file's rows, header first."""
+    """The file's rows, header first (`rubric`: the lesson's, for its columns and full marks)."""
+    columns = report_columns(rubric)[1:]
     if fmt == "canvas":
         out = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment],
-               ["Points Possible", "", "", "", "", f"{MAX_SCORE:g}"]]
+               ["Points Possible", "", "", "", "", f"{rubric.max_score:g}"]]
         out += [[s.fields.get(k, "") for k in ("name", *CANVAS_IDS, "section")] + [_points(rows.get(s.student_id))]
                 for s in roster]
     elif fmt == "moodle":
@@ -152,11 +153,11 @@ def export_rows(fmt: str, roster: list[Student], rows: dict[str, Row], assignmen
                 for s in roster]
     else:
         ids = [k for k in FIELDS[1:] if any(s.fields.get(k) for s in roster)]
-        out = [["student_id", *ids, *COLUMNS[1:]]]
+        out = [["student_id", *ids, *columns]]
         for s in roster:
             row = rows.get(s.student_id)
             scores = row.as_csv() if row else {}
-            out.append([s.student_id, *(s.fields.get(k, "") for k in ids), *(scores.get(c, "") for c in COLUMNS[1:])])
+            out.append([s.student_id, *(s.fields.get(k, "") for k in ids), *(scores.get(c, "") for c in columns)])
     return out
 
 
@@ -169,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="", encoding="utf-8") as handle:
         csv.writer(handle, lineterminator="\n").writerows(
-            export_rows(args.format, roster, rows, args.assignment or course.assignment, args.moodle_id))
+            export_rows(args.format, roster, rows, args.assignment or course.assignment, course.rubric,
+                        args.moodle_id))
     listed = [s.student_id for s in roster]
     print(f"{args.format}: {len(roster)} roster students -> {out}")
     for label, ids in (

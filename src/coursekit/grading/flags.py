@@ -10,7 +10,7 @@ import re
 
 from nbformat.notebooknode import NotebookNode
 
-from coursekit.grading.course import CODE_CELL, MANUAL_CELLS
+from coursekit.grading.course import Rubric
 from coursekit.lesson import BLANK
 
 EDITED_LOCKED_CELL = "edited_locked_cell"
@@ -73,8 +73,10 @@ def duplicate_grade_ids(nb: NotebookNode) -> list[str]:
     return [flag(DUPLICATE_IDS, ",".join(dups) + ", the last copy is graded")] if dups else []
 
 
-def content_flags(nb: NotebookNode, release: NotebookNode, restored: list[str], released: bool) -> list[str]:
-    """edited_locked_cell, missing_answer, deleted_asserts and suspicious_code for a prepared notebook.
+def content_flags(nb: NotebookNode, release: NotebookNode, restored: list[str], released: bool,
+                  rubric: Rubric) -> list[str]:
+    """edited_locked_cell, missing_answer, deleted_asserts and suspicious_code for a prepared notebook
+    of the lesson graded by `rubric`.
 
     `released` is False for a notebook of the exercise branch, whose text cells were never locked."""
     cells = {}
@@ -91,16 +93,16 @@ def content_flags(nb: NotebookNode, release: NotebookNode, restored: list[str], 
                 continue  # flagged deleted_test_cell
             if mine is None or mine.cell_type != ref.cell_type or mine.source.rstrip() != ref.source.rstrip():
                 edited.append(gid)
-        elif gid == CODE_CELL and (mine is None or BLANK in mine.source):
+        elif gid == rubric.code_cell and (mine is None or BLANK in mine.source):
             missing.append("code")
-        elif gid in MANUAL_CELLS and (mine is None or mine.source.strip() in ("", ref.source.strip())):
+        elif gid in rubric.answers and (mine is None or mine.source.strip() in ("", ref.source.strip())):
             missing.append(gid)
     out = []
     if edited:
         out.append(flag(EDITED_LOCKED_CELL, ",".join(edited) + ", graded with the original"))
     if missing:
         out.append(flag(MISSING_ANSWER, ",".join(missing)))
-    out.extend(deleted_asserts(nb, release))
+    out.extend(deleted_asserts(nb, release, rubric.code_cell))
     code = "\n".join(c.source for c in _student_code(nb))
     found = sorted(set(SUSPICIOUS.findall(code)))
     if found:
@@ -108,11 +110,13 @@ def content_flags(nb: NotebookNode, release: NotebookNode, restored: list[str], 
     return out
 
 
-def deleted_asserts(nb: NotebookNode, release: NotebookNode) -> list[str]:
-    """The release fill-in's checks (assert/raise lines) that no student code cell still contains."""
-    ref = next(c for c in release.cells if _grade_id(c) == CODE_CELL)
-    checks = [_squash(line) for line in ref.source.split("\n")
-              if line.strip().startswith(("assert ", "raise ", "if not rewards"))]
+def deleted_asserts(nb: NotebookNode, release: NotebookNode, code_cell: str) -> list[str]:
+    """The release fill-in's (grade id `code_cell`) checks that no student code cell still contains:
+    its assert and raise lines, and each `if` line whose next line raises (the guard)."""
+    ref = next(c for c in release.cells if _grade_id(c) == code_cell)
+    lines = [line.strip() for line in ref.source.split("\n") if line.strip()]
+    checks = [_squash(line) for k, line in enumerate(lines) if line.startswith(("assert ", "raise "))
+              or (line.startswith("if ") and k + 1 < len(lines) and lines[k + 1].startswith("raise "))]
     mine = {_squash(line) for cell in _student_code(nb) for line in cell.source.split("\n")}
     gone = [line for line in checks if line not in mine]
     return [flag(DELETED_ASSERTS, f"{len(gone)} of {len(checks)} given checks removed or changed")] if gone else []

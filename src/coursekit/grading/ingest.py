@@ -30,7 +30,7 @@ from nbformat.notebooknode import NotebookNode
 
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
-from coursekit.grading.course import CODE_CELL, Course
+from coursekit.grading.course import Course, Rubric
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 IGNORED_PARTS = ("__MACOSX", ".ipynb_checkpoints")
@@ -80,7 +80,7 @@ class Ingest:
                 if target.parent.parent.exists():
                     shutil.rmtree(target.parent.parent)
                 target.parent.mkdir(parents=True)
-                nbformat.write(prepare(entry, self.release), target)
+                nbformat.write(prepare(entry, self.release, self.course.rubric), target)
                 entry.original, entry.gradable = None, True
             yield entry
 
@@ -200,7 +200,7 @@ def read_notebook(path: Path) -> tuple[NotebookNode | None, str]:
 
 # ---------------------------------------------------------------- preparing for nbgrader
 
-def prepare(entry: Entry, release: NotebookNode) -> NotebookNode:
+def prepare(entry: Entry, release: NotebookNode, rubric: Rubric) -> NotebookNode:
     """Copy of the submission with grading cells adopted or put back; adds ingest flags to entry."""
     nb = copy.deepcopy(entry.original)
     forged = drop_foreign_metadata(nb, release)
@@ -208,13 +208,13 @@ def prepare(entry: Entry, release: NotebookNode) -> NotebookNode:
     keep_last_grade_ids(nb)
     from_exercise_branch = not any("nbgrader" in c.metadata for c in nb.cells)
     if from_exercise_branch:
-        adopt_exercise_cells(nb, release)
+        adopt_exercise_cells(nb, release, rubric.code_cell)
         entry.flags.append(F.flag(F.EXERCISE_NOTEBOOK, "no nbgrader metadata, test cells added"))
     restored = restore_missing_cells(nb, release)
     tests = [gid for gid in restored if gid.startswith("test_")]
     if tests and not from_exercise_branch:
         entry.flags.append(F.flag(F.DELETED_TEST_CELL, ",".join(tests) + " restored and graded"))
-    entry.flags.extend(F.content_flags(nb, release, restored, released=not from_exercise_branch))
+    entry.flags.extend(F.content_flags(nb, release, restored, released=not from_exercise_branch, rubric=rubric))
     if forged:
         F.add_detail(entry.flags, F.SUSPICIOUS_CODE, f"nbgrader metadata on its own cells: {' '.join(forged)}")
     return nb
@@ -248,12 +248,13 @@ def keep_last_grade_ids(nb: NotebookNode) -> None:
             seen.add(gid)
 
 
-def adopt_exercise_cells(nb: NotebookNode, release: NotebookNode) -> None:
-    """Give the exercise branch's fill-in (tag course-exercise) and answer cells (course_answer_id)
-    the release's nbgrader metadata, so they are graded like a released notebook's."""
+def adopt_exercise_cells(nb: NotebookNode, release: NotebookNode, code_cell: str) -> None:
+    """Give the exercise branch's fill-in (tag course-exercise; grade id `code_cell` in the release) and
+    answer cells (course_answer_id) the release's nbgrader metadata, so they are graded like a released
+    notebook's."""
     by_id = {_grade_id(c): c for c in release.cells if _grade_id(c)}
     for cell in nb.cells:
-        role = CODE_CELL if "course-exercise" in cell.metadata.get("tags", []) \
+        role = code_cell if "course-exercise" in cell.metadata.get("tags", []) \
             else cell.metadata.get("course_answer_id")
         ref = by_id.pop(role, None)
         if ref is not None and ref.cell_type == cell.cell_type:

@@ -17,7 +17,6 @@ from nbgrader.converters import GenerateAssignment
 
 from coursekit.errors import CourseError
 from coursekit.grading.course import (
-    CODE_CELL,
     DEFAULT_ROOT,
     Course,
     project_course,
@@ -56,7 +55,7 @@ def release(course: Course) -> Path:
         raise CourseError(f"{course.source_notebook}: missing; run 'make branches' to generate it "
                           f"from {course.lesson.source}")
     run_converter(course, GenerateAssignment, force=True, create_assignment=True)
-    check_release(course.release_notebook)
+    check_release(course.release_notebook, course.rubric.code_cell)
     return course.release_notebook
 
 
@@ -77,13 +76,14 @@ def ensure_released(course: Course) -> None:
                 release(course)
 
 
-def check_release(path: Path) -> None:
+def check_release(path: Path, code_cell: str) -> None:
+    """No solution or hidden test text in the release, and its fill-in (grade id `code_cell`) has blanks."""
     nb = nbformat.read(path, as_version=4)
     for index, cell in enumerate(nb.cells):
         for text in FORBIDDEN:
             if text in cell.source:
                 raise CourseError(f"{path}: cell {index} contains '{text}'; the release must show the "
                                   "exercise's blanks only (check BlankSolutions in nbgrader_config.py)")
-    fill_in = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == CODE_CELL]
+    fill_in = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == code_cell]
     if len(fill_in) != 1 or BLANK not in fill_in[0].source:
-        raise CourseError(f"{path}: expected one '{CODE_CELL}' cell with '{BLANK}' blanks")
+        raise CourseError(f"{path}: expected one '{code_cell}' cell with '{BLANK}' blanks")

@@ -1,9 +1,11 @@
 """`coursekit report`: the class CSV from the gradebook (manual grades and vetoes included), the
-class report (reports/lesson11.html, reports/lesson11_mistakes.csv: coursekit.grading.classreport).
+class report (reports/<id>.html, reports/<id>_mistakes.csv: coursekit.grading.classreport), per lesson.
 
-Columns: student_id, normal, boundary, aggregation, auto_total, manual_total, total, max_score,
-passed, flags. passed is `no` when a veto applies or 8 points are out of reach, `pending` while a
-manual answer is ungraded, else `yes`/`no` by total >= 8. The copy check's flags
+Columns: student_id, one per test cell of the lesson (its test_id: lesson 11 has normal, boundary,
+aggregation), auto_total, manual_total, total, max_score, passed, flags (`report_columns`). The rubric
+is the lesson's (`Course.rubric`). passed is `no` when a veto applies or the pass score (course.yml) is
+out of reach, `pending` while a manual answer is ungraded, else `yes`/`no` by total >= pass score. The
+copy check's flags
 (copied_reference, similar_answers: coursekit.grading.similarity) never change a score.
 
 Vetoes (一票否决), shown as `veto(reason)` in flags:
@@ -29,35 +31,35 @@ from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
 from coursekit.grading.autograded import Graded, read_class, release_prompts
-from coursekit.grading.course import (
-    AUTO_CELLS,
-    DEFAULT_ROOT,
-    MANUAL_CELLS,
-    MAX_SCORE,
-    PASS_SCORE,
-    Course,
-    project_course,
-)
+from coursekit.grading.course import DEFAULT_ROOT, Course, Rubric, project_course
 from coursekit.grading.feedback import FeedbackWriter
 from coursekit.grading.similarity import copy_flags
 from coursekit.lesson import parse_lesson
 
-COLUMNS = ("student_id", "normal", "boundary", "aggregation", "auto_total", "manual_total", "total",
-           "max_score", "passed", "flags")
+TOTAL_COLUMNS = ("auto_total", "manual_total", "total", "max_score", "passed", "flags")
 VETO_COMMENT = re.compile(r"^\s*(一票否决|VETO)\s*[:：]\s*(?P<reason>.*)", re.IGNORECASE | re.DOTALL)
 AUTOMATIC_VETOES = {F.DELETED_ASSERTS: "删除边界检查"}
+
+
+def report_columns(rubric: Rubric) -> tuple[str, ...]:
+    """The report CSV's header: student_id, the lesson's checks, the totals."""
+    return ("student_id", *rubric.columns, *TOTAL_COLUMNS)
 
 
 @dataclass
 class Row:
     student_id: str
-    auto: dict[str, float] = field(default_factory=lambda: {name: 0.0 for name in AUTO_CELLS.values()})
+    rubric: Rubric = field(repr=False)
+    auto: dict[str, float] = field(default_factory=dict)  # check column -> score (every check, 0 until graded)
     auto_max: dict[str, float] = field(default_factory=dict)
     manual: dict[str, float | None] = field(default_factory=dict)  # answer -> score, None while ungraded
     manual_total: float = 0.0
     manual_pending: float = 0.0  # points of manual answers not graded yet
     flags: list[str] = field(default_factory=list)
     graded: bool = False
+
+    def __post_init__(self) -> None:
+        self.auto = {name: 0.0 for name in self.rubric.columns} | self.auto
 
     @property
     def auto_total(self) -> float:
@@ -73,18 +75,19 @@ class Row:
 
     @property
     def passed(self) -> str:
-        if not self.graded or self.vetoed or self.total + self.manual_pending < PASS_SCORE:
+        pass_score = self.rubric.pass_score
+        if not self.graded or self.vetoed or self.total + self.manual_pending < pass_score:
             return "no"
         if self.manual_pending:
             return "pending"
-        return "yes" if self.total >= PASS_SCORE else "no"
+        return "yes" if self.total >= pass_score else "no"
 
     def as_csv(self) -> dict[str, str]:
         def num(x: float) -> str:
             return f"{round(x, 4):g}"
         return {"student_id": spreadsheet_safe(self.student_id), **{k: num(v) for k, v in self.auto.items()},
                 "auto_total": num(self.auto_total), "manual_total": num(self.manual_total),
-                "total": num(self.total), "max_score": num(MAX_SCORE), "passed": self.passed,
+                "total": num(self.total), "max_score": num(self.rubric.max_score), "passed": self.passed,
                 "flags": ";".join(self.flags)}
 
 
@@ -127,7 +130,7 @@ def write_report(course: Course, lesson: Path | None = None) -> list[Row]:
     rows, graded = class_rows(course, lesson)
     course.report_csv.parent.mkdir(parents=True, exist_ok=True)
     with open(course.report_csv, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(out, fieldnames=report_columns(course.rubric), lineterminator="\n")
         writer.writeheader()
         writer.writerows(row.as_csv() for row in rows)
     write_class_report(course, rows, graded, parse_lesson(lesson))
@@ -150,7 +153,7 @@ def class_rows(course: Course, lesson: Path) -> tuple[list[Row], dict[str, Grade
     graded = read_class(course, [r.student_id for r in rows if r.graded])
     stubs, questions = release_prompts(course)
     references = {qid: "\n".join(div.text_lines()) for qid, div in parse_lesson(lesson).reference_answers().items()
-                  if qid in MANUAL_CELLS}
+                  if qid in course.rubric.answers}
     answers = {sid: {qid: _without_stub(text, stubs.get(qid, "")) for qid, text in g.answers.items()}
                for sid, g in graded.items()}
     found = copy_flags(answers, references, questions)
@@ -172,7 +175,7 @@ def build_rows(course: Course) -> list[Row]:
     rows = []
     with Gradebook(course.db_url) as gb:
         for student in manifest["students"]:
-            row = Row(student["student_id"], flags=list(student["flags"]))
+            row = Row(student["student_id"], course.rubric, flags=list(student["flags"]))
             if student["graded"]:
                 fill_scores(gb, row, course)
             row.flags.extend(F.flag(F.VETO, reason) for name, reason in AUTOMATIC_VETOES.items()
@@ -188,12 +191,13 @@ def fill_scores(gb: Gradebook, row: Row, course: Course) -> None:
         row.flags.append(F.flag(F.ERROR, "not in the gradebook, run make grade again"))
         return
     row.graded = True
+    checks, answers = course.rubric.checks, course.rubric.answers
     for grade in submission.grades:
         score = grade.score or 0.0
-        if grade.name in AUTO_CELLS:
-            row.auto[AUTO_CELLS[grade.name]] = score
-            row.auto_max[AUTO_CELLS[grade.name]] = grade.max_score
-        elif grade.name in MANUAL_CELLS:
+        if grade.name in checks:
+            row.auto[checks[grade.name]] = score
+            row.auto_max[checks[grade.name]] = grade.max_score
+        elif grade.name in answers:
             if grade.needs_manual_grade or (grade.manual_score is None and grade.auto_score is None):
                 row.manual_pending += grade.max_score
                 row.manual[grade.name] = None
