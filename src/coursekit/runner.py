@@ -52,13 +52,16 @@ STUDENT_ID_RULE = "1–64 个字符：英文字母、数字和 _ . -，以字母
 def head_tags(root: str, pyodide_url: str | None = None) -> str:
     """The tags a page needs to load the runner; `root` is the page's relative path to the site root.
 
-    `async`, not `defer`: the runner then starts Pyodide while the page is still being parsed instead of
-    after the page's deferred scripts (MathJax, Mermaid) have run. `pyodide_url` (default: the site's own
-    `assets/pyodide/`) may name another folder, e.g. a CDN's `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
+    A classic (blocking) script, meant to be the first thing in `<head>`: runner.js starts the worker,
+    and with it Pyodide, before the parser reaches the page's styles and content. `async` let the
+    parser's long tasks (its ~280 KB of inline CSS, the first layout) delay that by up to a second;
+    the stylesheet comes after it so the script does not wait for it. `pyodide_url` (default: the
+    site's own `assets/pyodide/`) may name another folder, e.g. a CDN's
+    `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
     """
     extra = f' data-pyodide-url="{pyodide_url}"' if pyodide_url else ""
-    return (f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n'
-            f'<script async src="{root}assets/runner/runner.js" data-runner-root="{root}"{extra}></script>\n')
+    return (f'<script src="{root}assets/runner/runner.js" data-runner-root="{root}"{extra}></script>\n'
+            f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n')
 
 
 def read_release_notebook(path: Path) -> dict:
