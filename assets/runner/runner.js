@@ -90,8 +90,11 @@
       this.worker.terminate();
     }
 
+    // The boot message travels in the worker URL's fragment (see runner-worker.js): the worker
+    // starts at once instead of when the page's busy main thread delivers a posted message.
     spawn(first) {
-      this.worker = new Worker(this.workerURL, { type: "module" });
+      const url = first.type === "boot" ? `${this.workerURL}#${encodeURIComponent(JSON.stringify(first))}` : this.workerURL;
+      this.worker = new Worker(url, { type: "module" });
       this.onState("loading");
       this.ready = new Promise((resolve, reject) => {
         const fail = (message) => {
@@ -123,7 +126,7 @@
         };
       });
       this.ready.catch(() => {});
-      this.worker.postMessage(first);
+      if (first.type !== "boot") this.worker.postMessage(first);
     }
 
     restart() {
