@@ -16,8 +16,8 @@
 // else two folders above this script (assets/runner/runner.js). data-runner-config on the tag
 // overrides the config location.
 //
-// Start-up: the worker starts Pyodide as soon as this script runs (load it `async`), while the page
-// is parsed and typeset; the config and the editor bundle load meanwhile. Pyodide's files stay in
+// Start-up: the worker starts Pyodide as soon as this script runs (put it first in <head>), while
+// the page is parsed and typeset; the config and the editor bundle load meanwhile. Pyodide's files stay in
 // the browser's HTTP cache; after the first load, once the page is idle, a background worker stores
 // a memory snapshot of a freshly started interpreter in Cache Storage, so later loads restore it
 // instead of starting Python (see runner-worker.js). The widget shows how it started in
