@@ -3,7 +3,9 @@
 // recreates this worker to stop a runaway job.
 //
 // Messages in:  {type: "boot", configURL, indexURL}  (first worker of a page: start Pyodide and fetch
-//                 the config at the same time; answer {type: "config", config})
+//                 the config at the same time; answer {type: "config", config}). The page passes it
+//                 in the worker URL's fragment (#<JSON>) instead, so the worker starts as soon as
+//                 its script runs: a posted message waits for the page's busy main thread.
 //               {type: "init", indexURL}            (a replacement worker: start Pyodide only)
 //               {type: "snapshot", indexURL}        (a background worker: store a start-up snapshot, exit)
 //               {type: "run", id, code, timeLimitS, maxOutput}
@@ -257,6 +259,8 @@ function execute(message) {
   }
   currentId = null;
 }
+
+if (self.location.hash.length > 1) boot(JSON.parse(decodeURIComponent(self.location.hash.slice(1))));
 
 self.onmessage = (event) => {
   const message = event.data;

@@ -16,8 +16,8 @@
 // else two folders above this script (assets/runner/runner.js). data-runner-config on the tag
 // overrides the config location.
 //
-// Start-up: the worker starts Pyodide as soon as this script runs (load it `async`), while the page
-// is parsed and typeset; the config and the editor bundle load meanwhile. Pyodide's files stay in
+// Start-up: the worker starts Pyodide as soon as this script runs (put it first in <head>), while
+// the page is parsed and typeset; the config and the editor bundle load meanwhile. Pyodide's files stay in
 // the browser's HTTP cache; after the first load, once the page is idle, a background worker stores
 // a memory snapshot of a freshly started interpreter in Cache Storage, so later loads restore it
 // instead of starting Python (see runner-worker.js). The widget shows how it started in
@@ -90,8 +90,11 @@
       this.worker.terminate();
     }
 
+    // The boot message travels in the worker URL's fragment (see runner-worker.js): the worker
+    // starts at once instead of when the page's busy main thread delivers a posted message.
     spawn(first) {
-      this.worker = new Worker(this.workerURL, { type: "module" });
+      const url = first.type === "boot" ? `${this.workerURL}#${encodeURIComponent(JSON.stringify(first))}` : this.workerURL;
+      this.worker = new Worker(url, { type: "module" });
       this.onState("loading");
       this.ready = new Promise((resolve, reject) => {
         const fail = (message) => {
@@ -123,7 +126,7 @@
         };
       });
       this.ready.catch(() => {});
-      this.worker.postMessage(first);
+      if (first.type !== "boot") this.worker.postMessage(first);
     }
 
     restart() {

@@ -11,11 +11,32 @@
   var root = document.body.getAttribute("data-site-root") || "";
   var MAX_RESULTS = 20;
 
+  // Mermaid's bundle (5.5 MB of script) is loaded and run only for a page with a diagram. On the
+  // exercise page (the one with the runner) only when the diagram comes within 200 px of the
+  // viewport: parsing it and drawing take seconds of main-thread CPU, which would compete with
+  // Pyodide's start-up (and later delay a click) on a small machine. Other pages draw it at once.
   function renderMermaid() {
     var nodes = document.querySelectorAll(".jp-Mermaid > pre.mermaid");
-    if (!nodes.length || !window.mermaid) return;
-    window.mermaid.initialize({ startOnLoad: false, theme: "neutral", securityLevel: "strict" });
-    window.mermaid.run({ nodes: nodes });
+    if (!nodes.length) return;
+    function draw() {
+      var script = document.createElement("script");
+      script.src = root + "assets/vendor/mermaid/mermaid.min.js";
+      script.onload = function () {
+        window.mermaid.initialize({ startOnLoad: false, theme: "neutral", securityLevel: "strict" });
+        window.mermaid.run({ nodes: nodes });
+      };
+      document.head.appendChild(script);
+    }
+    if (!document.querySelector("script[src$='assets/runner/runner.js']") || !window.IntersectionObserver) {
+      draw();
+      return;
+    }
+    var seen = new IntersectionObserver(function (entries) {
+      if (!entries.some(function (e) { return e.isIntersecting; })) return;
+      seen.disconnect();
+      draw();
+    }, { rootMargin: "200px 0px" });
+    nodes.forEach(function (node) { seen.observe(node); });
   }
 
   // Anchors and the runner's toolbar stay clear of the sticky bar: --course-sticky-top is its height

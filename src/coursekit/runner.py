@@ -56,14 +56,17 @@ def head_tags(root: str, pyodide_url: str | None = None, config: str | None = No
     `config` the config's name in assets/runner/ (default: runner.js's, CONFIG_NAME; runner.js resolves
     data-runner-config against the site root, not the page).
 
-    `async`, not `defer`: the runner then starts Pyodide while the page is still being parsed instead of
-    after the page's deferred scripts (MathJax, Mermaid) have run. `pyodide_url` (default: the site's own
-    `assets/pyodide/`) may name another folder, e.g. a CDN's `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
+    A classic (blocking) script, meant to be the first thing in `<head>`: runner.js starts the worker,
+    and with it Pyodide, before the parser reaches the page's styles and content. `async` let the
+    parser's long tasks (its ~280 KB of inline CSS, the first layout) delay that by up to a second;
+    the stylesheet comes after it so the script does not wait for it. `pyodide_url` (default: the
+    site's own `assets/pyodide/`) may name another folder, e.g. a CDN's
+    `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
     """
     extra = f' data-pyodide-url="{pyodide_url}"' if pyodide_url else ""
     extra += f' data-runner-config="assets/runner/{config}"' if config else ""
-    return (f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n'
-            f'<script async src="{root}assets/runner/runner.js" data-runner-root="{root}"{extra}></script>\n')
+    return (f'<script src="{root}assets/runner/runner.js" data-runner-root="{root}"{extra}></script>\n'
+            f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n')
 
 
 def read_release_notebook(path: Path, answer_grade_id: str) -> dict:

@@ -21,9 +21,26 @@ PAGES = [
 
 
 def open_page(page: object, url: str) -> None:
+    """Load a page and scroll through it as a reader would: MathJax typesets a formula (ui/lazy) and
+    site.js draws a diagram when it comes near the viewport; wait until every visible formula is typeset."""
     page.goto(url, wait_until="networkidle")
     page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
     page.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
+    page.evaluate("""async () => {
+        const pause = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
+        for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight / 2) {
+            scrollTo(0, y);
+            await pause();
+        }
+        for (let tries = 0; tries < 200; tries++) {  // a formula passed by while the page was busy
+            const left = [...document.querySelectorAll('mjx-lazy')].find(e => e.checkVisibility());
+            if (!left) break;
+            left.scrollIntoView({block: "center"});
+            await pause();
+        }
+        scrollTo(0, 0);
+    }""")
+    page.wait_for_function("() => [...document.querySelectorAll('mjx-lazy')].every(e => !e.checkVisibility())")
 
 
 @pytest.mark.parametrize(("branch", "target"), PAGES)
