@@ -328,6 +328,8 @@ def test_hints_are_the_pages_own_widget_with_one_state(context, pages) -> None:
     level4 = page.locator("details.course-hint[data-level='4']").inner_text()
     assert "参考答案版" in level4 and all(line.strip() not in level4 for line in LESSON_11.answer_lines)
     page.locator("details.course-hint[data-level='3'] > summary").click()  # closing on the page counts too
+    # the details' toggle event is queued: reload once the runner has seen it (its button says level 3)
+    page.wait_for_function("() => document.querySelector('button[data-action=hint]').innerText === '提示（第 3 级）'")
     Widget(page, pages["real"])
     assert [d.get_attribute("data-level") for d in page.query_selector_all("details.course-hint[open]")] == ["1", "2"]
     assert page.inner_text("button[data-action=hint]") == "提示（第 3 级）"
