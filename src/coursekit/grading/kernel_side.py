@@ -16,7 +16,6 @@ own results and its own flags. Replies are one JSON string in plain data (see tr
 from __future__ import annotations
 
 import builtins
-import gc
 import importlib.util
 import json
 import math
@@ -308,8 +307,6 @@ def arm() -> None:
     """Called from the kernel's exec_lines, just before the first cell: take the baseline, start recording."""
     import IPython
 
-    gc.freeze()  # the kernel's start-up objects: never garbage, never scanned again (see _lighter_start)
-    gc.enable()
     shell = IPython.get_ipython()
     _state["shell"] = shell
     _state["baseline"] = {"builtins": _module_state(builtins), "shell": _shell_state(shell), "sys": _sys_state(),
@@ -373,13 +370,10 @@ def _lighter_start(sandboxed: bool) -> None:
     - jupyter_client's __init__ imports every client, manager and kernel provisioner (with their
       entry points); the kernel uses a few of its modules, so the rest is imported when someone
       reads it (`import jupyter_client` in a cell still gets all of it);
-    - no garbage collection while the kernel's modules load (they are not garbage), and arm()
-      freezes them so that no later collection scans them (also the one IPython runs at exit);
     - in a sandbox, ipykernel does not import psutil at shutdown to end the kernel's children:
       the end of the sandbox's PID namespace ends them all.
     """
     sys.modules["debugpy"] = None
-    gc.disable()
     _defer_package_init("jupyter_client", {"write_connection_file": "connect", "find_connection_file": "connect",
                                            "BlockingKernelClient": "blocking"})
     if sandboxed:
