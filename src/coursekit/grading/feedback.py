@@ -3,16 +3,21 @@
 Same pipeline and template as `nbgrader generate_feedback` (GenerateFeedback.preprocessors from
 nbgrader_config.py: GetGrades, HideHiddenTests so no hidden test source reaches students, the CSS
 header; nbgrader's `feedback` template), but the exporter and its compiled templates are built once
-instead of once per student.
+instead of once per student, and nbconvert's BeautifulSoup pass runs only on pages it changes.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+from html.parser import HTMLParser
 
 import nbformat
 from jinja2 import pass_context
+from nbconvert.exporters import TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.writers import FilesWriter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.converters import GenerateFeedback
@@ -40,6 +45,72 @@ class MarkdownOnce:
         return cache[key]
 
 
+IMG_TAG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+NO_ALT_TEXT = "No description has been provided for this image"  # nbconvert's placeholder
+
+
+class _ImageAttributes(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.attributes: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.attributes = [name for name, _ in attrs]
+
+    handle_startendtag = handle_starttag
+
+
+def images_have_alt(html: str) -> bool:
+    """Whether every <img> tag of `html` has an alt attribute. Tags are found by a pattern, not a
+    parser, so anything unusual (a '>' inside a value, a tag inside a comment) counts as missing."""
+    for tag in IMG_TAG.findall(html):
+        parser = _ImageAttributes()
+        parser.feed(tag)
+        parser.close()
+        if "alt" not in parser.attributes:
+            return False
+    return True
+
+
+class SoupOnlyWhenNeeded:
+    """HTMLExporter mixin: nbconvert re-parses every page with BeautifulSoup to give images without
+    alt text its placeholder and, in the lab templates, cells a tabindex. Pages where that changes
+    nothing (every image has alt text, no lab cells: the feedback template is classic) are left as
+    the template wrote them instead of re-serialized; the others get nbconvert's own pass."""
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        # HTMLExporter.from_notebook_node up to its BeautifulSoup pass (nbconvert 7.17)
+        langinfo = nb.metadata.get("language_info", {})
+        lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+        highlight_code = self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self))
+        resources = self._init_resources(resources)
+        filter_data_type = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self,
+                                                 resources=resources)
+        self.register_filter("highlight_code", highlight_code)
+        self.register_filter("filter_data_type", filter_data_type)
+        html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+        if "jp-Notebook" in html or not images_have_alt(html):
+            html = self._soup_pass(html)
+        return html, resources
+
+    def _soup_pass(self, html: str) -> str:
+        """nbconvert's HTMLExporter pass (nbconvert 7.17), for pages that need it."""
+        from bs4 import BeautifulSoup
+
+        soup = BeautifulSoup(html, features="html.parser")
+        missing_alt = 0
+        for elem in soup.select("img:not([alt])"):
+            elem.attrs["alt"] = NO_ALT_TEXT
+            missing_alt += 1
+        if missing_alt:
+            self.log.warning("Alternative text is missing on %s image(s).", missing_alt)
+        for elem in soup.select(".jp-Notebook div.jp-Cell-inputWrapper"):
+            elem.attrs["tabindex"] = "0"
+        for elem in soup.select(".jp-Notebook div.jp-OutputArea-output"):
+            elem.attrs["tabindex"] = "0"
+        return str(soup)
+
+
 class FeedbackWriter:
     """Writes feedback/<student_id>/lesson11/lesson11.html from the autograded notebook and the gradebook."""
 
@@ -48,7 +119,7 @@ class FeedbackWriter:
         # GenerateFeedback sets the template and its folders in __init__; take its config from there.
         converter = GenerateFeedback(coursedir=course.coursedir(), config=Config(course.config))
         exporter_class = type(f"MarkdownOnce{converter.exporter_class.__name__}",
-                              (MarkdownOnce, converter.exporter_class), {})
+                              (MarkdownOnce, SoupOnlyWhenNeeded, converter.exporter_class), {})
         self.exporter = exporter_class(config=converter.config)
         for step in converter.preprocessors:
             self.exporter.register_preprocessor(step)

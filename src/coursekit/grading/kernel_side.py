@@ -5,7 +5,7 @@ The sandbox holds nothing of coursekit, so this file is the whole of the kernel'
      sandbox only), then applies the limits (memory, file size, processes, no core files);
   2. installs an audit hook, disarmed until the kernel's exec_lines call `arm()` (the kernel's own
      start-up is not recorded);
-  3. runs ipykernel in this process, without its debugger (debugpy is made unimportable).
+  3. runs ipykernel in this process, with less start-up work (see `_lighter_start`).
 The grader reaches the helpers only through user expressions of silent execute requests:
 `snapshot()` (the student's names as plain data or references), `call()` (one of those
 references with plain data) and `report()` (what the audit hook and the hook check saw).
@@ -16,13 +16,14 @@ own results and its own flags. Replies are one JSON string in plain data (see tr
 from __future__ import annotations
 
 import builtins
-import ipaddress
+import importlib.util
 import json
 import math
 import os
 import resource
 import runpy
 import signal
+import socket
 import sys
 import threading
 import types
@@ -214,10 +215,18 @@ def _on_connect(args):
     _record("network", ":".join(map(str, address)) if isinstance(address, tuple) else address)
 
 
+def _is_numeric_address(host) -> bool:
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+            return True
+        except (OSError, TypeError, ValueError):
+            pass
+    return False
+
+
 def _on_lookup(args):
-    try:
-        ipaddress.ip_address(args[0])  # a numeric address: its connect is recorded
-    except ValueError:
+    if not _is_numeric_address(args[0]):  # a numeric address: its connect is recorded
         _record("dns", args[0])
 
 
@@ -331,6 +340,49 @@ def _patched() -> list[str]:
 
 # ---------------------------------------------------------------- start-up
 
+def _defer_package_init(name: str, light: dict[str, str]) -> None:
+    """Make package `name` importable without running its __init__ until an attribute it defines
+    is first read; then it runs, in the same module object. `light` maps the attributes the
+    kernel's own start-up reads to the submodule defining each: reading one imports that only."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or name in sys.modules:
+        return
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+
+    def attribute(key: str):
+        if key in light:
+            value = getattr(importlib.import_module(f"{name}.{light[key]}"), key)
+            setattr(package, key, value)
+            return value
+        del package.__getattr__
+        spec.loader.exec_module(package)
+        return getattr(package, key)
+
+    package.__getattr__ = attribute
+
+
+def _lighter_start(sandboxed: bool) -> None:
+    """Start-up work a throw-away grading kernel does not need; what its cells run and show is unchanged.
+
+    - no debugger: ipykernel imports debugpy (~15% of its start-up imports) when it can; a
+      grading kernel is never debugged, so debugpy is not there to import;
+    - jupyter_client's __init__ imports every client, manager and kernel provisioner (with their
+      entry points); the kernel uses a few of its modules, so the rest is imported when someone
+      reads it (`import jupyter_client` in a cell still gets all of it);
+    - in a sandbox, ipykernel does not import psutil at shutdown to end the kernel's children:
+      the end of the sandbox's PID namespace ends them all.
+    """
+    sys.modules["debugpy"] = None
+    _defer_package_init("jupyter_client", {"write_connection_file": "connect", "find_connection_file": "connect",
+                                           "BlockingKernelClient": "blocking"})
+    if sandboxed:
+        from ipykernel import kernelbase
+
+        if hasattr(kernelbase, "_psutil_import_attempted"):
+            kernelbase._psutil_import_attempted = True  # psutil stays None: no children to look for
+
+
 def _init() -> None:
     """As the sandbox's PID 1 (bwrap --as-pid-1): the kernel runs in a child and this process waits.
 
@@ -378,9 +430,7 @@ def main() -> None:
         import ipykernel  # noqa: F401 - the kernel's own package must import inside the sandbox
         print("sandbox ok")
         return
-    # ipykernel imports the debugger (debugpy, ~15% of the kernel's start-up imports) when it can;
-    # a grading kernel is never debugged, so it is not there to import.
-    sys.modules["debugpy"] = None
+    _lighter_start(config.get("sandboxed", False))
     sys.argv = ["ipykernel_launcher", *sys.argv[2:]]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
 

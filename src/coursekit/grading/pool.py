@@ -22,6 +22,7 @@ from coursekit.errors import CourseError
 Task = tuple[str, str]
 Result = tuple[str, str | None, str | None]
 PER_WORKER = 2  # notebooks in flight per worker: the one running and the next, already sent
+SCHEDULER_TIMEOUT = "10s"  # Dask retries a refused connection until then
 
 
 def _failure(exc: BaseException) -> str:
@@ -129,7 +130,7 @@ class DaskWorkers:
             raise CourseError("--scheduler needs Dask: pip install distributed (pinned in "
                               "requirements.txt)") from None
         try:
-            self.client = Client(address, timeout="10s")
+            self.client = Client(address, timeout=SCHEDULER_TIMEOUT)
         except OSError as exc:
             raise CourseError(f"--scheduler {address}: cannot reach the Dask scheduler ({exc}); start "
                               "it with 'dask scheduler' and workers with 'dask worker ADDRESS'") from None

@@ -140,7 +140,7 @@ def kernel_command(limits: Limits, sandboxed: bool, uid: int | None, probe: bool
     if not sandboxed:
         allowed += [os.getcwd(), tempfile.gettempdir()]
     config = {"uid": uid if sandboxed else None, "limits": limits.rlimits(sandboxed), "allowed": allowed,
-              "tmp": "/tmp" if sandboxed else tempfile.gettempdir(), "probe": probe}
+              "tmp": "/tmp" if sandboxed else tempfile.gettempdir(), "probe": probe, "sandboxed": sandboxed}
     return [sys.executable, "-I", "-c", KERNEL_SIDE, json.dumps(config)]
 
 
