@@ -458,6 +458,9 @@
       this.buttons.check.setAttribute("aria-disabled", String(busy));
       this.buttons.stop.setAttribute("aria-disabled", String(!busy));
       this.root.dataset.busy = busy ? "true" : "false";
+      // The page's lazy MathJax waits for the result while a job is pending (preview.html.j2).
+      document.documentElement.dataset.courseRunnerBusy = String(busy);
+      if (!busy) document.dispatchEvent(new Event("course-runner-idle"));
     }
 
     // Output is capped in the worker; `always` is for the runner's own messages.

@@ -3,9 +3,9 @@ runner.lua — Quarto filter that wires the course runner (runner.js) into the e
 
 It finds the exercise cell and wraps it in `<div class="course-runner">`; runner.js replaces that
 div's content with the editor (Run / Check / Stop, hints, saved work, "download notebook"). It also
-adds runner.js (async, with data-runner-root) / runner.css as an HTML dependency, with
-runner-worker.js and editor.js (the CodeMirror bundle) copied beside runner.js (the page starts the
-worker and imports the editor from there).
+adds runner.js (a classic, blocking script in <head>, with data-runner-root) / runner.css as an HTML
+dependency, with runner-worker.js and editor.js (the CodeMirror bundle) copied beside runner.js (the
+page starts the worker and imports the editor from there).
 
 The exercise cell is found as (first that applies):
   - a Div with class `course-exercise` (e.g. `::: {.course-exercise}` around the cell), or
@@ -36,12 +36,16 @@ local function root_offset()
   return string.rep("../", depth)
 end
 
--- runner.js is loaded async (it starts Pyodide before the page is parsed) and told the site root.
+-- runner.js is a classic script without `async` or `defer`, so it runs, and starts the worker with
+-- Pyodide, before the parser reaches the page's body (as in the preview; `async` let the parser's long
+-- tasks delay the worker by 0.5-1.5 s there). A script object may only carry `path`, `attribs` and
+-- `afterBody` (https://quarto.org/docs/extensions/lua-api.html, "Script Object"): Quarto puts the tag
+-- in <head> with the other dependencies, after Quarto's own; no option puts it first.
 local function add_dependency()
   if dependency_added then
     return
   end
-  local attribs = { async = "async" }
+  local attribs = {}
   local offset = root_offset()
   if offset ~= nil then
     attribs["data-runner-root"] = offset

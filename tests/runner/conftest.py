@@ -4,7 +4,8 @@ The fixture site holds two pages with the real runner files, config and Pyodide 
 `preview/`, the real exercise preview built by coursekit.preview):
 `exercises/lesson11_grpo.html` in the shape of the nbconvert preview (cell tag class) and
 `quarto/lesson11_grpo.html` in the shape of a Quarto page after runner.lua (runner.js loaded from
-site_libs/, `.course-runner` wrapper with data-runner-root), and `bootstrap/lesson11_grpo.html`, the
+site_libs/ as a blocking script with data-runner-root and the page's own config,
+`assets/runner/runner-config-lesson11_grpo.json`; `.course-runner` wrapper), and `bootstrap/lesson11_grpo.html`, the
 same styled with the Bootstrap 5.3 CSS that Quarto's themes are built on, in a Bootstrap grid column
 (Quarto cannot run here; this page stands in for its layout). The config's time limit is 3 s.
 """
@@ -53,8 +54,9 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Course:
 def site(tmp_path_factory: pytest.TempPathFactory, course: Course) -> Path:
     """The fixture site: runner files, config (3 s limit), Pyodide and the two fixture pages."""
     site = tmp_path_factory.mktemp("site")
-    runner.write_config(site, "exercise", lesson_path=ROOT / LESSON.source, release_path=course.release_notebook,
-                        time_limit_s=TIME_LIMIT_S)
+    for name in (runner.CONFIG_NAME, runner.config_name(Path(QUARTO_PAGE).stem)):  # the preview's, the Quarto page's
+        runner.write_config(site, "exercise", lesson_path=ROOT / LESSON.source, release_path=course.release_notebook,
+                            time_limit_s=TIME_LIMIT_S, name=name)
     runner.copy_pyodide(site, source=ROOT / runner.PYODIDE_SOURCE)
     preview = site / PREVIEW_PAGE
     preview.parent.mkdir(parents=True)

@@ -448,6 +448,43 @@ def test_real_preview_page_checks_and_offers_answer_boxes(context, pages, reques
     assert requests.errors == []
 
 
+# The paragraph of the first formula MathJax has not typeset yet (ui/lazy's placeholder), marked for the test.
+MARK_UNTYPESET = """mark => {
+    const p = document.querySelector('mjx-lazy').closest('p, li, div');
+    p.dataset.test = mark;
+    return true;
+}"""
+UNTYPESET = "mark => !!document.querySelector(`[data-test=${mark}] mjx-lazy`)"
+
+
+def test_formulas_seen_while_a_run_is_pending_are_typeset_after_its_result(context, pages) -> None:
+    """Lazy MathJax waits for the pending result (the CPU goes to Python), then typesets; the wait is
+    bounded, so math does not stay raw for long even if a job never ends."""
+    widget = Widget(context.new_page(), pages["real"])
+    page = widget.page
+    page.wait_for_function("() => window.MathJax && MathJax.startup.document && MathJax.startup.document.lazyList")
+    widget.type_code("import time\ntime.sleep(2)\n")
+    before = widget.completed()
+    page.click("button[data-action=run]")
+    page.wait_for_selector("html[data-course-runner-busy=true]")
+    page.evaluate(MARK_UNTYPESET, "pending")
+    page.evaluate("document.querySelector('[data-test=pending]').scrollIntoView({block: 'center'})")
+    page.wait_for_timeout(700)
+    assert page.evaluate(UNTYPESET, "pending") and widget.completed() == before, "typeset before the result"
+    widget.wait_completed(before)
+    page.evaluate("document.querySelector('[data-test=pending]').scrollIntoView({block: 'center'})")
+    page.wait_for_function(f"() => !({UNTYPESET})('pending')", timeout=10_000)
+
+    # The bound: a job that stays pending holds the next formula back only for a while.
+    page.evaluate("document.documentElement.dataset.courseRunnerBusy = 'true'")
+    page.evaluate(MARK_UNTYPESET, "held")
+    page.evaluate("document.querySelector('[data-test=held]').scrollIntoView({block: 'center'})")
+    page.wait_for_timeout(700)
+    assert page.evaluate(UNTYPESET, "held")
+    page.wait_for_function(f"() => !({UNTYPESET})('held')", timeout=10_000)
+    assert page.get_attribute("html", "data-course-runner-busy") == "true"
+
+
 # ---------------------------------------------------------------- start-up snapshot
 
 def test_a_reload_restores_the_start_up_snapshot_and_still_checks(fresh_context, pages) -> None:

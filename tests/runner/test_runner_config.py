@@ -138,3 +138,11 @@ def test_the_quarto_filter_ships_every_runner_file() -> None:
     lua = (ROOT / "assets" / "runner" / "runner.lua").read_text(encoding="utf-8")
     shipped = set(re.findall(r'path = "([\w.-]+)"', lua)) | set(re.findall(r'stylesheets = \{ "([\w.-]+)" \}', lua))
     assert shipped == set(runner.RUNNER_FILES)
+
+
+def test_the_quarto_filter_loads_the_runner_blocking() -> None:
+    """runner.js must start the worker before the body is parsed: no async or defer on its tag."""
+    lua = (ROOT / "assets" / "runner" / "runner.lua").read_text(encoding="utf-8")
+    code = "\n".join(line.split("--")[0] for line in lua.splitlines())  # without Lua comments
+    assert "local attribs = {}" in code
+    assert not re.search(r"\b(async|defer)\b", code)
