@@ -116,14 +116,15 @@ def bwrap_command(limits: Limits, socket_dir: str, uid: int | None) -> list[str]
         args += ["--unshare-user", "--disable-userns"]
     else:
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    made: set[str] = set()
+    # the private /tmp first: a checkout or venv under /tmp is then bound over it, not hidden by it
+    args += ["--perms", "1777", "--size", str(limits.tmp), "--tmpfs", "/tmp"]
+    made: set[str] = {"/tmp"}
     for path in python_paths():
         if os.path.islink(path):
             args += _mkdirs(path, made) + ["--symlink", os.readlink(path), path]
         else:
             args += _mkdirs(path, made) + ["--ro-bind", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev",
-             "--perms", "1777", "--size", str(limits.tmp), "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
     args += _mkdirs(HOME, made) + ["--perms", "1777", "--size", str(limits.scratch), "--tmpfs", HOME]
     args += _mkdirs(socket_dir, made) + ["--ro-bind", socket_dir, socket_dir, "--chdir", HOME]
     env = {"HOME": HOME, "USER": "student", "PATH": os.path.join(sys.prefix, "bin"), "LANG": "C.UTF-8",
