@@ -170,3 +170,13 @@ def test_outputs_keep_text_images_and_safe_html_only():
     assert set(cleaned.data) == {"text/html", "image/png", "text/plain"}
     assert "<b>ok</b>" in cleaned.data["text/html"] and "<script" not in cleaned.data["text/html"]
     assert "<img" not in cleaned.data["text/html"]
+
+
+def test_a_python_environment_under_tmp_is_bound_over_the_private_tmp(monkeypatch):
+    """The private /tmp is mounted first: a venv under /tmp (a checkout there) stays visible to the kernel."""
+    venv = "/tmp/checkout/.venv"
+    monkeypatch.setattr(sandbox, "python_paths", lambda: [venv, "/usr/lib"])
+    args = sandbox.bwrap_command(Limits(), "/tmp/sockets", uid=None)
+    tmpfs = args.index("--tmpfs", 0)
+    assert args[tmpfs + 1] == "/tmp"
+    assert tmpfs < args.index(venv), "a bind under /tmp made before the tmpfs would be hidden by it"
