@@ -261,7 +261,7 @@ def test_a_fresh_default_run_lies_within_the_committed_seed_spread():
 
 @pytest.mark.slow
 def test_notebook_runs_end_to_end_with_a_tiny_config(tmp_path):
-    papermill = pytest.importorskip("papermill")
+    import papermill  # a pinned dependency: its absence is a failure, not a skip
     out_dir = tmp_path / "figs"
     papermill.execute_notebook(
         str(NOTEBOOK), str(tmp_path / "out.ipynb"), cwd=str(NOTEBOOK.parent), progress_bar=False,
