@@ -1,11 +1,12 @@
 """Do grading kernels exit by themselves after a shutdown request, and what CPU does each cost?
 
 Starts N sandboxed kernels one after another the way the grader does (SandboxKernelManager, the
-grader's kernel arguments), runs one cell in each, asks it to shut down (shutdown_kernel(now=False),
-as the grader does) and counts the kernels the manager had to signal (SIGTERM after half of its
-wait, SIGKILL after the rest) instead of seeing them exit. A signalled kernel costs that wait in
-wall time, and its sandbox's CPU time is counted nowhere. Also prints the shutdown's wall seconds
-and the kernels' CPU seconds (their processes, reaped by this one as a subreaper) per kernel.
+grader's kernel arguments, one kernel zygote for all, as one grading worker has), runs one cell in
+each, asks it to shut down (shutdown_kernel(now=False), as the grader does) and counts the kernels
+the manager had to signal (SIGTERM after half of its wait, SIGKILL after the rest) instead of seeing
+them exit. A signalled kernel costs that wait in wall time, and its sandbox's CPU time is counted
+nowhere. Also prints the shutdown's wall seconds and the kernels' CPU seconds (their processes and
+the zygote's, reaped by this one as a subreaper) per kernel.
 Run: .venv/bin/python bench/kernel_exit.py [N] [--no-sandbox]
 """
 
@@ -30,10 +31,11 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def one_kernel(sandboxed: bool) -> tuple[float, str]:
+async def one_kernel(sandboxed: bool, zygote: sandbox.KernelZygote) -> tuple[float, str]:
     """(seconds from the shutdown request to the kernel's end, how it ended)."""
     manager = sandbox.SandboxKernelManager()
     manager.sandboxed = sandboxed
+    manager.zygote = zygote
     await manager.start_kernel(extra_arguments=GRADER_ARGUMENTS)
     client = manager.client()
     client.start_channels()
@@ -60,7 +62,9 @@ async def one_kernel(sandboxed: bool) -> tuple[float, str]:
 async def main(count: int, sandboxed: bool) -> None:
     sandbox.become_subreaper()
     before = children_cpu()
-    results = [await one_kernel(sandboxed) for _ in range(count)]
+    zygote = sandbox.KernelZygote()
+    results = [await one_kernel(sandboxed, zygote) for _ in range(count)]
+    zygote.close()
     cpu = (children_cpu() - before) / count
     seconds = [s for s, _ in results]
     ends = Counter(how for _, how in results)

@@ -32,7 +32,9 @@ def tries(f):
 print("SEEN" + json.dumps({
     "root": sorted(os.listdir("/")), "cwd": os.getcwd(), "env": sorted(os.environ), "uid": os.getuid(),
     "repo": sorted(os.listdir(REPO)) if os.path.isdir(REPO) else [], "usr_bin": os.path.exists("/usr/bin"),
-    "pid": os.getpid(),
+    "pid": os.getpid(), "processes": sorted(int(e) for e in os.listdir("/proc") if e.isdigit()),
+    "status": {k: v.strip() for k, v in (l.split(":", 1) for l in open("/proc/self/status").read().splitlines())
+               if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")},
     "write_home": tries(lambda: open("x", "w").write("x")),
     "write_venv": tries(lambda: open(os.path.join(os.path.dirname(os.__file__), "x"), "w")),
     "write_connection": tries(lambda: open(sys.argv[sys.argv.index("-f") + 1], "a")),
@@ -104,9 +106,42 @@ def test_the_kernel_has_no_network_and_a_scrubbed_environment(inside):
 def test_the_kernel_has_its_own_pid_namespace_and_todays_limits(inside):
     seen, _, _ = inside
     limits = Limits()
-    assert seen["pid"] < 10  # bwrap's init is 1
+    assert seen["pid"] == 2 and seen["processes"] == [1, 2]  # bwrap's init is 1; no zygote is in sight
     assert seen["limits"] == {"RLIMIT_AS": limits.memory, "RLIMIT_FSIZE": limits.file_size,
                               "RLIMIT_NPROC": limits.processes}
+
+
+def test_the_kernel_has_no_capability_and_cannot_gain_one(inside):
+    """Forked by the zygote from outside the sandbox, the kernel has dropped every privilege itself."""
+    seen, _, _ = inside
+    status = seen["status"]
+    assert [status[k] for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")] == ["0" * 16] * 5
+    assert status["NoNewPrivs"] == "1"
+    if sandbox.sandbox_uid() is not None:  # run as root: the kernel is a uid of its own
+        assert seen["uid"] >= sandbox.SANDBOX_UID_BASE
+
+
+def test_the_zygote_joins_only_the_sandbox_it_is_named(tmp_path):
+    """A kernel is forked only into the sandbox whose init and PID namespace the grader names: never
+    into another process's namespaces (a recycled pid), nor a sandbox bwrap has not finished."""
+    zygote = sandbox.KernelZygote()
+    socket_dir = tmp_path / "s"
+    socket_dir.mkdir()
+    bwrap = sandbox.subprocess.Popen(sandbox.bwrap_command(Limits(), str(socket_dir), sandbox.sandbox_uid())
+                                     + sandbox.kernel_side_command(sandbox.REAPER))
+    try:
+        init = sandbox.sandbox_init(bwrap)
+        config = sandbox.kernel_config(Limits(), True, None, probe=True)
+        with pytest.raises(RuntimeError, match="is not the init of sandbox"):
+            zygote.start_kernel(bwrap.pid, sandbox.pid_namespace(init), config, [])  # bwrap itself, outside
+        with pytest.raises(RuntimeError, match="is not the init of sandbox"):
+            zygote.start_kernel(init, sandbox.pid_namespace(bwrap.pid), config, [])  # the grader's namespace
+        zygote.start_kernel(init, sandbox.pid_namespace(init), config, [])  # the probe: it then ends the sandbox
+        assert bwrap.wait(timeout=30) != 0  # its init was killed once the kernel had ended
+    finally:
+        bwrap.kill()
+        bwrap.wait()
+        zygote.close()
 
 
 def test_bwrap_is_missing_stops_grading_before_anyone_is_graded(released_course, tmp_path, monkeypatch, capsys):

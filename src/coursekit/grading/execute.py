@@ -6,7 +6,9 @@ runs in the local pool (`coursekit.grading.pool`) or on any machine of a Dask cl
 recorder in the `coursekit grade` process is the only writer.
 
 Each worker keeps one kernel started ahead: while a submission runs, the kernel for the next one
-boots. Every kernel serves exactly one submission and is killed when that submission is done.
+boots. Every kernel serves exactly one submission and is killed when that submission is done; each
+is a fresh fork of the worker's kernel zygote (sandbox.KernelZygote), which has the kernel's
+libraries imported once.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from jupyter_core.utils import run_sync
 from traitlets.config import Config
 
 from coursekit.grading.preprocessors import SandboxExecute
-from coursekit.grading.sandbox import become_subreaper
+from coursekit.grading.sandbox import KernelZygote, become_subreaper
 
 # The steps of nbgrader's autograde pipeline that a worker runs: everything before SaveAutoGrades
 # (execution, output clean-up and caps), so that only small notebooks travel back to the recorder.
@@ -56,12 +58,14 @@ class Runner:
             raise ValueError("the autograde pipeline must start with SandboxExecute")
         self.after = [step(config=config) for step in steps[1:]]
         become_subreaper()  # a killed sandbox's processes come to this worker, which reaps them at once
+        self.zygote = KernelZygote()
         self.spare: _Kernel | None = None
         self.current: _Kernel | None = None
 
     def _start(self) -> _Kernel:
         scratch = tempfile.mkdtemp(prefix="ck-grade-")  # the kernel's working folder, not the course
         executor = SandboxExecute(config=self.config)
+        executor.zygote = self.zygote
         executor.km = executor.create_kernel_manager()
         executor.start_new_kernel(cwd=scratch)  # returns once the process is launched; it boots meanwhile
         return _Kernel(executor, scratch)
@@ -95,6 +99,7 @@ class Runner:
         if self.spare is not None:
             self._stop(self.spare)
             self.spare = None
+        self.zygote.close()
 
     def kill(self) -> None:
         """SIGKILL every kernel of this runner now (from a signal handler: no event loop needed)."""
@@ -104,6 +109,7 @@ class Runner:
                 with contextlib.suppress(OSError):
                     os.killpg(process.pid, signal.SIGKILL)  # kernels lead their own process group
                 shutil.rmtree(kernel.scratch, ignore_errors=True)
+        self.zygote.kill()
 
 
 _runners = threading.local()  # one warm Runner per worker thread (Dask runs tasks in threads)

@@ -1,16 +1,21 @@
 """The grading kernel's own start-up and helpers. Sent as the text of `python -c`; never imported there.
 
-The sandbox holds nothing of coursekit, so this file is the whole of the kernel's side. `main()`:
-  1. when bwrap ran as root: drops to the sandbox's own uid (so the process limit counts this
-     sandbox only), then applies the limits (memory, file size, processes, no core files);
-  2. installs an audit hook, disarmed until the kernel's exec_lines call `arm()` (the kernel's own
-     start-up is not recorded);
-  3. runs ipykernel in this process, with less start-up work (see `_lighter_start`).
+The sandbox holds nothing of coursekit, so this file is the whole of the kernel's side. `main()` runs
+one of three roles:
+- `reaper`: the sandbox's init (PID 1), started by bwrap; it only reaps, and is killed when the
+  kernel ends (`_reaper`);
+- `zygote`: outside the sandboxes, one per grading worker: imports ipykernel and IPython once, then
+  for each sandbox forks a child that joins it and forks the kernel there (`_zygote`, `_enter`).
+  The kernel closes what it inherited, drops every privilege (when bwrap ran as root: to the
+  sandbox's own uid) and applies the limits (memory, file size, processes, no core files);
+- otherwise an unsandboxed kernel (`--no-sandbox`), started as its own process.
+Then the kernel installs an audit hook, disarmed until the kernel's exec_lines call `arm()` (the
+kernel's own start-up is not recorded), and runs ipykernel in its process (see `_lighter_start`).
 The grader reaches the helpers only through user expressions of silent execute requests:
 `snapshot()` (the student's names as plain data or references), `call()` (one of those
 references with plain data) and `report()` (what the audit hook and the hook check saw).
-All of this is on the untrusted side: student code can change any of it, which only changes its
-own results and its own flags. Replies are one JSON string in plain data (see trusted.py).
+The kernel's helpers are on the untrusted side: student code can change any of them, which only
+changes its own results and its own flags. Replies are one JSON string in plain data (see trusted.py).
 """
 
 from __future__ import annotations
@@ -427,37 +432,198 @@ def _orderly_exit() -> None:
     atexit.register(end_after_shutdown)
 
 
-def _init() -> None:
-    """As the sandbox's PID 1 (bwrap --as-pid-1): the kernel runs in a child and this process waits.
+# ---------------------------------------------------------------- the sandbox's init, the zygote
 
-    It keeps bwrap's --die-with-parent (a uid change would clear it) and, waiting for the kernel,
-    hands its CPU time on to the grader (bwrap's own init is never waited for, and the time of
-    everything under it was lost). When the kernel ends, this exits, and with the namespace's
-    init gone every other process of the sandbox is killed."""
-    kernel = os.fork()
-    if kernel == 0:
-        return
-    code = 1
+PRELOADED = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.zmqshell", "IPython.core.completerlib",
+             "IPython.core.debugger", "IPython.core.oinspect", "IPython.extensions.storemagic",
+             "tornado.platform.asyncio", "tornado.queues")
+JOINED_NAMESPACES = ("ipc", "uts", "net", "cgroup", "pid", "mnt")  # mnt last: it changes what /proc/... means
+NS_GET_PARENT = 0xB702         # ioctl(2) on a namespace file: the parent user namespace
+PR_CAPBSET_DROP = 24           # prctl(2)
+PR_SET_NO_NEW_PRIVS = 38
+CAPS_V3 = 0x20080522           # capset(2): _LINUX_CAPABILITY_VERSION_3
+CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
+
+
+def _reaper() -> None:
+    """The sandbox's PID 1 (bwrap --as-pid-1): reaps what the kernel leaves behind until it is killed.
+
+    The kernel is put in by the zygote (`_enter`), whose child waits for it and then kills this
+    init; with the namespace's init gone, every process left in the sandbox is killed too. SIGCHLD
+    is blocked and taken with sigtimedwait, so none is lost between two waits."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
     while True:
-        try:
-            pid, status = os.wait()  # the kernel, or an orphan handed to init
-        except ChildProcessError:
-            break
-        if pid == kernel:
-            code = os.waitstatus_to_exitcode(status)
-            break
-    os._exit(code if code >= 0 else 128 - code)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        signal.sigtimedwait({signal.SIGCHLD}, 60)
 
 
-def main() -> None:
-    if os.getpid() == 1:
-        _init()
-    config = json.loads(sys.argv[1])
-    uid = config.get("uid")
+def _libc():
+    import ctypes
+
+    return ctypes, ctypes.CDLL(None, use_errno=True)
+
+
+def _user_namespaces(proc: int) -> list[int]:
+    """Open user namespaces from this process's (excluded) down to the sandbox's: bwrap nests one
+    more inside the one that owns the sandbox's other namespaces (--disable-userns). Empty when
+    the sandbox has none of its own (bwrap run as root)."""
+    import fcntl
+
+    own = os.readlink("/proc/self/ns/user")
+    chain = [os.open("ns/user", os.O_RDONLY, dir_fd=proc)]
+    while os.readlink(f"/proc/self/fd/{chain[0]}") != own:
+        chain.insert(0, fcntl.ioctl(chain[0], NS_GET_PARENT))
+    os.close(chain.pop(0))
+    return chain
+
+
+def _join(init: int, pid_namespace: str) -> int:
+    """Join the namespaces and root of the sandbox whose init has host pid `init`; return a pidfd
+    of that init. The PID namespace is checked against the grader's (it holds that namespace
+    open, so its id is not reused): a recycled pid is refused, never joined."""
+    ctypes, libc = _libc()
+    init_fd = os.pidfd_open(init)
+    proc = os.open(f"/proc/{init}", os.O_RDONLY | os.O_DIRECTORY)
+    if os.readlink("ns/pid", dir_fd=proc) != pid_namespace:
+        raise RuntimeError(f"process {init} is not the init of sandbox {pid_namespace}")
+    with open(os.open("cmdline", os.O_RDONLY, dir_fd=proc), "rb") as f:
+        if f.read().split(b"\0")[0] != os.fsencode(sys.executable):
+            raise RuntimeError(f"sandbox {pid_namespace} is not ready (bwrap has not started its init)")
+    signal.pidfd_send_signal(init_fd, 0)  # alive after that check: the pidfd is that init's
+    users = _user_namespaces(proc)
+    joined = [os.open(f"ns/{name}", os.O_RDONLY, dir_fd=proc) for name in JOINED_NAMESPACES
+              if os.readlink(f"ns/{name}", dir_fd=proc) != os.readlink(f"/proc/self/ns/{name}")]
+    root = os.open("root", os.O_RDONLY | os.O_DIRECTORY, dir_fd=proc)
+    # the outer user namespace owns the others; the nested one, joined last, is the sandbox's own
+    for fd in users[:1] + joined + users[1:]:
+        if libc.setns(fd, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"setns: {os.strerror(ctypes.get_errno())}")
+        os.close(fd)
+    os.fchdir(root)
+    os.chroot(".")
+    for fd in (root, proc):
+        os.close(fd)
+    return init_fd
+
+
+def _drop_privileges(uid: int | None) -> None:
+    """Leave no capability at all (bounding set included), no way to gain one, and, when bwrap ran
+    as root, the sandbox's own uid; checked in /proc/self/status, else the kernel does not start."""
+    ctypes, libc = _libc()
+    for cap in range(64):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability
     if uid is not None and os.getuid() == 0:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+    header = (ctypes.c_uint32 * 2)(CAPS_V3, 0)
+    if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
+    with open("/proc/self/status", encoding="ascii") as f:
+        status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+    left = [k for k in CAP_FIELDS if int(status[k], 16)] + ([] if status["NoNewPrivs"].strip() == "1" else ["nnp"])
+    if left or (uid is not None and os.getuid() != uid):
+        raise RuntimeError(f"privileges left after dropping them: {left} uid {os.getuid()}")
+
+
+def _in_sandbox(request: dict, reply: int) -> None:
+    """The kernel's process, just forked inside the sandbox: shed all the zygote gave it, then start."""
+    config = request["config"]
+    probe = bool(config.get("probe"))
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if probe:  # keeps only the answer to the zygote
+        os.closerange(3, reply)
+        os.closerange(reply + 1, os.sysconf("SC_OPEN_MAX"))
+    else:
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    os.setsid()
+    os.chdir(request["cwd"])
+    _drop_privileges(config.get("uid"))
+    if probe:
+        _probe(reply)
+    _start_kernel(config, request["argv"])
+
+
+def _probe(reply: int) -> None:
+    """What grading needs of a sandboxed kernel, tested in one: a thread, the kernel's package."""
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()
+    found = importlib.util.find_spec("ipykernel_launcher") is not None and os.getpid() == 2
+    os.write(reply, b"ok\n" if found else b"the kernel's package is not importable in the sandbox\n")
+    os._exit(0)
+
+
+def _enter(request: dict, reply: int) -> None:
+    """In a child of the zygote: join the sandbox, fork the kernel into it (it is PID 2 there),
+    answer the zygote, wait for the kernel, then kill the sandbox's init (see `_reaper`)."""
+    try:
+        init_fd = _join(request["init"], request["pid_namespace"])
+        kernel = os.fork()
+    except BaseException as exc:  # noqa: BLE001 - told to the grader in one line
+        os.write(reply, f"{type(exc).__name__}: {exc}".replace("\n", " ").encode() + b"\n")
+        os._exit(1)
+    if kernel == 0:
+        try:
+            _in_sandbox(request, reply)
+        finally:
+            os._exit(1)
+    if not request["config"].get("probe"):
+        os.write(reply, b"ok\n")
+    os.close(reply)
+    _, status = os.waitpid(kernel, 0)
+    with contextlib.suppress(OSError):
+        signal.pidfd_send_signal(init_fd, signal.SIGKILL)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def _zygote() -> None:
+    """Import the kernel's libraries once, then fork one kernel per request line on stdin.
+
+    A request is JSON: the sandbox's init (host pid and PID namespace), the kernel's config and
+    arguments; the answer is one line, "ok" or why not. The zygote runs no student code and holds
+    nothing of any student: only libraries, as a fresh kernel would import them. Each request gets
+    its own child (`_enter`), which lives outside the sandbox until the kernel it waits for ends."""
+    import gc
+
+    _lighter_start(sandboxed=True)
+    for name in PRELOADED:
+        importlib.import_module(name)
+    gc.freeze()  # the imported objects stay in pages shared with every kernel
+    for line in sys.stdin:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        request = json.loads(line)
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(read)
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1):  # the zygote's pipes: the grader sees them close when the zygote ends
+                os.dup2(null, fd)
+            os.close(null)
+            try:
+                _enter(request, write)
+            finally:
+                os._exit(1)
+        os.close(write)
+        with os.fdopen(read, "rb") as answer:
+            text = answer.readline().decode(errors="replace").strip()
+        print(text or "the kernel's process ended before it started", flush=True)
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            os.wait()  # their CPU time, and that of their kernels, is counted with this process's
+
+
+def _start_kernel(config: dict, argv: list[str]) -> None:
+    """Limits, the audit hook, then ipykernel in this process."""
     for name, value in config["limits"].items():
         resource.setrlimit(getattr(resource, name), (value, value))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE raises OSError instead
@@ -467,17 +633,22 @@ def main() -> None:
     for helper in (arm, snapshot, call, report):
         setattr(module, helper.__name__, helper)
     sys.addaudithook(_audit)
-    if config.get("probe"):
-        worker = threading.Thread(target=lambda: None)
-        worker.start()
-        worker.join()
-        import ipykernel  # noqa: F401 - the kernel's own package must import inside the sandbox
-        print("sandbox ok")
-        return
     _lighter_start(config.get("sandboxed", False))
     _orderly_exit()
-    sys.argv = ["ipykernel_launcher", *sys.argv[2:]]
+    sys.argv = ["ipykernel_launcher", *argv]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+
+
+def main() -> None:
+    """`reaper` (the sandbox's init), `zygote` (forks the sandboxed kernels), or else an unsandboxed kernel."""
+    config = json.loads(sys.argv[1])
+    role = config.get("role")
+    if role == "reaper":
+        _reaper()
+    elif role == "zygote":
+        _zygote()
+    else:
+        _start_kernel(config, sys.argv[2:])
 
 
 if __name__ == "__main__":

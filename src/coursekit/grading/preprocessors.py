@@ -39,7 +39,7 @@ from traitlets import Bool, Integer
 
 from coursekit.errors import CourseError
 from coursekit.grading import trusted
-from coursekit.grading.sandbox import Limits, SandboxKernelManager, processes_in, reap
+from coursekit.grading.sandbox import KernelZygote, Limits, SandboxKernelManager, processes_in, reap
 from coursekit.lesson import blank_answers, has_answer_markers, visible_test_code
 
 GIB = 1 << 30
@@ -106,12 +106,14 @@ class SandboxExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
         super().__init__(*args, **kwargs)
+        self.zygote: KernelZygote | None = None  # a grading worker's; else each kernel has one of its own
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         km.limits = Limits(memory=self.memory_limit, file_size=self.file_size_limit,
                            processes=self.process_limit, scratch=self.scratch_size)
         km.sandboxed = self.sandbox
+        km.zygote = self.zygote
         return km
 
     async def async_start_new_kernel(self, **kwargs):
@@ -215,6 +217,7 @@ class SandboxExecute(Execute):
             if cell.cell_type == "code":
                 cell.outputs = []
         replay = SandboxExecute(config=self.config, replay=True)
+        replay.zygote = self.zygote
         replay.preprocess(again, copy.deepcopy(resources))
         for position, (cell, _) in zip(positions, self._pending, strict=True):
             verdict = [o for o in again.cells[position].outputs if o.output_type == "error"]

@@ -25,10 +25,13 @@ import ctypes
 import itertools
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,16 +109,23 @@ def _mkdirs(path: str, made: set[str]) -> list[str]:
     return args
 
 
+def sandbox_env() -> dict[str, str]:
+    """The kernel's whole environment (the zygote's too, whose kernels inherit it)."""
+    return {"HOME": HOME, "USER": "student", "PATH": os.path.join(sys.prefix, "bin"), "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "agg",
+            "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def bwrap_command(limits: Limits, socket_dir: str, uid: int | None) -> list[str]:
     """The bwrap command line (up to and including `--`) for one kernel."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    # --as-pid-1: kernel_side.py is the namespace's init itself (see kernel_side._init).
+    # --as-pid-1: kernel_side.py's reaper is the namespace's init itself (see kernel_side._reaper).
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--as-pid-1",
             "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--clearenv"]
     if uid is None:
         args += ["--unshare-user", "--disable-userns"]
     else:
-        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        args += ["--cap-drop", "ALL"]
     # the private /tmp first: a checkout or venv under /tmp is then bound over it, not hidden by it
     args += ["--perms", "1777", "--size", str(limits.tmp), "--tmpfs", "/tmp"]
     made: set[str] = {"/tmp"}
@@ -127,22 +137,81 @@ def bwrap_command(limits: Limits, socket_dir: str, uid: int | None) -> list[str]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += _mkdirs(HOME, made) + ["--perms", "1777", "--size", str(limits.scratch), "--tmpfs", HOME]
     args += _mkdirs(socket_dir, made) + ["--ro-bind", socket_dir, socket_dir, "--chdir", HOME]
-    env = {"HOME": HOME, "USER": "student", "PATH": os.path.join(sys.prefix, "bin"), "LANG": "C.UTF-8",
-           "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "agg",
-           "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    for name, value in env.items():
+    for name, value in sandbox_env().items():
         args += ["--setenv", name, value]
     return args + ["--"]
 
 
-def kernel_command(limits: Limits, sandboxed: bool, uid: int | None, probe: bool = False) -> list[str]:
-    """`python -I -c <kernel_side.py> CONFIG` (the connection-file arguments follow)."""
+def kernel_config(limits: Limits, sandboxed: bool, uid: int | None, probe: bool = False) -> dict:
+    """What kernel_side.py needs to start one kernel: uid, limits, the paths it may read."""
     allowed = python_paths() + ["/usr", "/proc", "/dev", "/sys", "/tmp", HOME]
     if not sandboxed:
         allowed += [os.getcwd(), tempfile.gettempdir()]
-    config = {"uid": uid if sandboxed else None, "limits": limits.rlimits(sandboxed), "allowed": allowed,
-              "tmp": "/tmp" if sandboxed else tempfile.gettempdir(), "probe": probe, "sandboxed": sandboxed}
+    return {"uid": uid if sandboxed else None, "limits": limits.rlimits(sandboxed), "allowed": allowed,
+            "tmp": "/tmp" if sandboxed else tempfile.gettempdir(), "probe": probe, "sandboxed": sandboxed}
+
+
+def kernel_side_command(config: dict) -> list[str]:
+    """`python -I -c <kernel_side.py> CONFIG`: a reaper, a zygote, or an unsandboxed kernel."""
     return [sys.executable, "-I", "-c", KERNEL_SIDE, json.dumps(config)]
+
+
+REAPER = {"role": "reaper"}
+
+
+class KernelZygote:
+    """A process with the kernel's libraries imported that forks every sandboxed kernel.
+
+    Importing ipykernel and IPython is most of a kernel's start-up CPU; the zygote does it once
+    (per grading worker) and forks a kernel per sandbox into that sandbox's namespaces, where the
+    kernel drops every privilege before any student code exists (kernel_side._zygote, _enter). No
+    kernel is ever reused: each is a fresh fork that serves one submission. The zygote itself runs
+    outside the sandboxes and runs no student code."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def start_kernel(self, init: int, pid_namespace: str, config: dict, argv: list[str],
+                     timeout: float = 60) -> None:
+        """Fork a kernel into the sandbox whose init has host pid `init`; raise when it did not start."""
+        request = json.dumps({"init": init, "pid_namespace": pid_namespace, "config": config,
+                              "argv": argv, "cwd": HOME}) + "\n"
+        with self._lock:
+            if self.process is None or self.process.poll() is not None:
+                self.process = subprocess.Popen(kernel_side_command({"role": "zygote"}), stdin=subprocess.PIPE,
+                                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                                env=sandbox_env(), cwd="/")
+            try:
+                self.process.stdin.write(request.encode())
+                self.process.stdin.flush()
+            except OSError:
+                pass  # it died: the answer below says so
+            ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+            answer = self.process.stdout.readline().decode(errors="replace").strip() if ready else ""
+        if answer != "ok":
+            raise RuntimeError(f"the grading sandbox did not start its kernel ({answer or 'no answer'})")
+
+    def close(self) -> None:
+        """End the zygote once its kernels have ended (their CPU time is then counted with ours)."""
+        with self._lock:
+            process, self.process = self.process, None
+        if process is None:
+            return
+        process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+
+    def kill(self) -> None:
+        """SIGKILL the zygote (from a signal handler); its waiting children end with their sandboxes."""
+        process = self.process
+        if process is not None:
+            with contextlib.suppress(OSError):
+                process.kill()
 
 
 def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str | None:
@@ -157,17 +226,26 @@ def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str |
         return (f"{course_root}: the course folder is inside {inside[0]}, which the sandbox must show to "
                 "the kernel; keep the course outside the Python environment")
     limits = limits or Limits()
+    zygote = KernelZygote()
     with tempfile.TemporaryDirectory(prefix="ck-probe-") as socket_dir:
         uid = sandbox_uid()
         os.chmod(socket_dir, 0o711)
-        command = bwrap_command(limits, socket_dir, uid) + kernel_command(limits, True, uid, probe=True)
+        command = bwrap_command(limits, socket_dir, uid) + kernel_side_command(REAPER)
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.PIPE, text=True)
+        except OSError as exc:
             return f"bubblewrap could not start ({exc}): {FIX}"
-    if done.returncode != 0 or "sandbox ok" not in done.stdout:
-        lines = (done.stderr or done.stdout).strip().splitlines() or [f"exit status {done.returncode}"]
-        return f"the grading sandbox did not start ({lines[-1].strip()[:200]}): {FIX}"
+        try:
+            init = sandbox_init(process)
+            zygote.start_kernel(init, pid_namespace(init) or "", kernel_config(limits, True, uid, probe=True), [])
+            process.wait(timeout=60)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            process.kill()
+            stderr = process.communicate()[1].strip().splitlines()
+            return f"the grading sandbox did not start ({(stderr or [str(exc)])[-1].strip()[:200]}): {FIX}"
+        finally:
+            zygote.close()
     return None
 
 
@@ -192,6 +270,28 @@ def children(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 found.append(int(entry))
     return found
+
+
+def init_of(process: subprocess.Popen) -> int | None:
+    """Host pid of the init in bwrap's sandbox (its root is the sandbox's root), once bwrap has
+    finished building the sandbox and started it (before that, the namespaces are half made)."""
+    own = pid_namespace(os.getpid())
+    for pid in children(process.pid):
+        if pid_namespace(pid) not in (own, None):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[0] == os.fsencode(sys.executable):
+                    return pid
+    return None
+
+
+def sandbox_init(process: subprocess.Popen, timeout: float = 6) -> int:
+    """Wait for the init of bwrap's sandbox (see init_of)."""
+    deadline = time.monotonic() + timeout
+    while (init := init_of(process)) is None:
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the grading sandbox did not start (bwrap exit status {process.poll()})")
+        time.sleep(0.01)
+    return init
 
 
 def become_subreaper() -> None:
@@ -227,6 +327,9 @@ class SandboxKernelManager(AsyncKernelManager):
         self.connection_file = os.path.join(self.socket_dir, "kernel.json")
         self.namespace: str | None = None
         self._namespace_fd: int | None = None
+        self.zygote: KernelZygote | None = None  # the grading worker's; else one of its own, for this kernel
+        self._own_zygote: KernelZygote | None = None
+        self._kernel_request: tuple[dict, list[str]] | None = None
         self.shutdown_wait_time = 2.0  # half of it, then SIGTERM; the other half, then SIGKILL
         self._spec = KernelSpec(argv=[], display_name="Python 3 (coursekit sandbox)", language="python",
                                 interrupt_mode="message", env={}, metadata={})
@@ -253,30 +356,36 @@ class SandboxKernelManager(AsyncKernelManager):
         if uid is not None:  # the kernel, as its own uid, reads the connection file (bound read-only)
             os.chmod(self.socket_dir, 0o711)
             os.chown(self.connection_file, uid, uid)
-        inner = kernel_command(self.limits, self.sandboxed, uid) + ["-f", self.connection_file,
-                                                                    *(extra_arguments or [])]
+        config = kernel_config(self.limits, self.sandboxed, uid)
+        argv = ["-f", self.connection_file, *(extra_arguments or [])]
         if not self.sandboxed:
-            return inner
-        return bwrap_command(self.limits, self.socket_dir, uid) + inner
+            return kernel_side_command(config) + argv
+        self._kernel_request = (config, argv)  # for the zygote, once bwrap's init is there
+        return bwrap_command(self.limits, self.socket_dir, uid) + kernel_side_command(REAPER)
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         # Student code writing to the process's own stdout/stderr (os.write) reaches no terminal.
         kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         await super()._async_launch_kernel(kernel_cmd, **kw)
-        if self.sandboxed:  # from now on this side connects through the sandbox's root
-            self.ip = f"/proc/{await self._sandbox_init()}/root{INSIDE_SOCKETS}"
+        if not self.sandboxed:
+            return
+        init = await self._sandbox_init()
+        if self.zygote is None:
+            self.zygote = self._own_zygote = KernelZygote()
+        config, argv = self._kernel_request
+        self.zygote.start_kernel(init, self.namespace, config, argv)
+        self.ip = f"/proc/{init}/root{INSIDE_SOCKETS}"  # from now on this side connects through the sandbox's root
 
     async def _sandbox_init(self) -> int:
-        """Host pid of bwrap's init in the sandbox (its root is the sandbox's root)."""
+        """Host pid of bwrap's init in the sandbox; holds its PID namespace (see remove_socket_dir)."""
         process = self.provisioner.process
-        own = pid_namespace(os.getpid())
         for _ in range(600):
-            inner = [p for p in children(process.pid) if pid_namespace(p) not in (own, None)]
-            if inner:
-                self.namespace = pid_namespace(inner[0])
-                with contextlib.suppress(OSError):  # see remove_socket_dir
-                    self._namespace_fd = os.open(f"/proc/{inner[0]}/ns/pid", os.O_RDONLY)
-                return inner[0]
+            init = init_of(process)
+            if init is not None:
+                self.namespace = pid_namespace(init)
+                with contextlib.suppress(OSError):
+                    self._namespace_fd = os.open(f"/proc/{init}/ns/pid", os.O_RDONLY)
+                return init
             if process.poll() is not None:
                 break
             await asyncio.sleep(0.01)
@@ -292,6 +401,9 @@ class SandboxKernelManager(AsyncKernelManager):
         leftovers are looked for by that id (processes_in), which would then find, and kill, the
         processes of the new one."""
         shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self._own_zygote is not None:
+            self._own_zygote.close()
+            self._own_zygote = None
         if self._namespace_fd is not None:
             os.close(self._namespace_fd)
             self._namespace_fd = None
