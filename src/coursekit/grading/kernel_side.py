@@ -11,7 +11,7 @@ one of three roles:
 - otherwise an unsandboxed kernel (`--no-sandbox`), started as its own process.
 Then the kernel installs an audit hook, disarmed until the kernel's exec_lines call `arm()` (the
 kernel's own start-up is not recorded), and runs ipykernel in its process (see `_lighter_start`).
-The grader reaches the helpers only through user expressions of silent execute requests:
+The grader reaches the helpers only through shell messages of its own (`_answer_requests`):
 `snapshot()` (the student's names as plain data or references), `call()` (one of those
 references with plain data) and `report()` (what the audit hook and the hook check saw).
 The kernel's helpers are on the untrusted side: student code can change any of them, which only
@@ -35,6 +35,7 @@ import threading
 import types
 
 BLANK = "______"
+REQUEST, REPLY = "coursekit_request", "coursekit_reply"  # the grader's own shell messages (_answer_requests)
 SKIPPED_NAMES = {"In", "Out", "get_ipython", "exit", "quit"}
 MAX_ITEMS = 200_000       # encoded values (numbers, strings, containers) per reply
 MAX_DEPTH = 20
@@ -390,6 +391,34 @@ def _lighter_start(sandboxed: bool) -> None:
             kernelbase._psutil_import_attempted = True  # psutil stays None: no children to look for
 
 
+def _answer_requests() -> None:
+    """Let the grader call `snapshot`, `call` and `report` with a shell message of its own
+    (REQUEST, answered by REPLY {"reply": <JSON text>}) rather than a silent execute_request with a
+    user expression: no cell run, history, events or display formatting for each of the ~50 calls of
+    the hidden checks, which was half of the kernel's CPU per call. ipykernel's dispatch still sets
+    the parent (the student's prints go out as for a cell) and turns SIGINT into KeyboardInterrupt."""
+    from ipykernel.kernelapp import IPKernelApp
+
+    init_kernel = IPKernelApp.init_kernel
+    helpers = {"snapshot": snapshot, "call": call, "report": report}
+
+    def init_kernel_answering(self) -> None:
+        init_kernel(self)
+        kernel = self.kernel
+
+        def answer(stream, ident, parent) -> None:
+            content = parent.get("content") or {}
+            try:
+                text = helpers[content["helper"]](*content.get("args", [])).text
+            except Exception:  # noqa: BLE001 - not a reply: the grader says so (InvalidReply)
+                text = ""
+            kernel.session.send(stream, REPLY, {"reply": text}, parent, ident)
+
+        kernel.shell_handlers[REQUEST] = answer
+
+    IPKernelApp.init_kernel = init_kernel_answering
+
+
 def _orderly_exit() -> None:
     """Make the kernel exit as soon as a shutdown_request has been answered and its output sent.
 
@@ -634,6 +663,7 @@ def _start_kernel(config: dict, argv: list[str]) -> None:
         setattr(module, helper.__name__, helper)
     sys.addaudithook(_audit)
     _lighter_start(config.get("sandboxed", False))
+    _answer_requests()
     _orderly_exit()
     sys.argv = ["ipykernel_launcher", *argv]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)

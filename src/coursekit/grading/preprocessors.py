@@ -38,7 +38,7 @@ from nbgrader.preprocessors import ClearSolutions, Execute, LimitOutput, NbGrade
 from traitlets import Bool, Integer
 
 from coursekit.errors import CourseError
-from coursekit.grading import trusted
+from coursekit.grading import kernel_side, trusted
 from coursekit.grading.sandbox import KernelZygote, Limits, SandboxKernelManager, processes_in, reap
 from coursekit.lesson import blank_answers, has_answer_markers, visible_test_code
 
@@ -47,8 +47,7 @@ KERNEL_DIED = "DeadKernelError"
 TIMED_OUT = "CellTimeoutError"
 KERNEL = "__import__('sys').modules['_coursekit_kernel']"
 ARM_LINE = f"{KERNEL}.arm()"
-SNAPSHOT = f"{KERNEL}.snapshot()"
-REPORT = f"{KERNEL}.report()"
+REPORT = f"{KERNEL}.report()"  # as a user expression (the grader itself asks with kernel_side.REQUEST)
 FINDINGS = "coursekit_findings"  # notebook metadata key of SandboxExecute.findings
 
 
@@ -166,7 +165,7 @@ class SandboxExecute(Execute):
         try:
             if test is None:
                 return super().preprocess_cell(cell, resources, index)
-            snapshot = self.ask(SNAPSHOT)  # the student's names as this cell finds them
+            snapshot = self.ask("snapshot")  # the student's names as this cell finds them
             source = cell.source
             cell.source = visible_test_code(test)  # the kernel never receives hidden test text
             try:
@@ -227,19 +226,20 @@ class SandboxExecute(Execute):
     def call(self, ref: int, payload: str) -> dict:
         """trusted.Kernel: one call of a student's function, with the cell timeout."""
         limit = min(self.timeout, max(1.0, self._deadline - time.monotonic()))
-        reply = self.ask(f"{KERNEL}.call({int(ref)}, {payload!r})", limit)
+        reply = self.ask("call", [int(ref), payload], limit)
         _own_classes(reply.get("value") if isinstance(reply, dict) else None, self._own_classes)
         return reply
 
-    def ask(self, expression: str, timeout: float | None = None) -> dict:
-        """Evaluate a kernel_side expression in a silent request; return its decoded JSON reply."""
-        return run_sync(self._async_ask)(expression, timeout or self.timeout)
+    def ask(self, helper: str, args: list | None = None, timeout: float | None = None) -> dict:
+        """Call a kernel_side helper (kernel_side.REQUEST); return its decoded JSON reply."""
+        return run_sync(self._async_ask)(helper, args or [], timeout or self.timeout)
 
-    async def _async_ask(self, expression: str, timeout: float) -> dict:
+    async def _async_ask(self, helper: str, args: list, timeout: float) -> dict:
         if self._stopped and self._stopped[0] == KERNEL_DIED:
             raise trusted.KernelDied("内核已经退出，检查无法运行")
-        msg_id = self.kc.execute("", silent=True, store_history=False, allow_stdin=False,
-                                 user_expressions={"r": expression})
+        request = self.kc.session.msg(kernel_side.REQUEST, {"helper": helper, "args": args})
+        self.kc.shell_channel.send(request)
+        msg_id = request["header"]["msg_id"]
         deadline, interrupted = time.monotonic() + timeout, False
         while True:
             wait = deadline - time.monotonic()
@@ -263,7 +263,7 @@ class SandboxExecute(Execute):
             if interrupted:
                 raise trusted.KernelTimeout(f"运行超过 {timeout:g} 秒，已中断（死循环？）")
             try:
-                reply = msg["content"]["user_expressions"]["r"]["data"]["application/json"]["reply"]
+                reply = msg["content"]["reply"] if msg["msg_type"] == kernel_side.REPLY else None
                 if not isinstance(reply, str) or len(reply) > trusted.MAX_REPLY:
                     raise ValueError("not a reply")
                 return json.loads(reply)
@@ -277,7 +277,7 @@ class SandboxExecute(Execute):
         violations, patched = [], []
         if not (self._stopped and self._stopped[0] == KERNEL_DIED):
             try:
-                report = self.ask(REPORT)
+                report = self.ask("report")
                 for kind, detail in report.get("events", [])[:40]:
                     (patched if kind in ("frames", "trace", "ctypes") else violations).append(f"{kind}: {detail}")
                 patched += [str(name) for name in report.get("patched", [])[:20]]
