@@ -128,7 +128,7 @@ def test_the_zygote_joins_only_the_sandbox_it_is_named(tmp_path):
     socket_dir = tmp_path / "s"
     socket_dir.mkdir()
     bwrap = sandbox.subprocess.Popen(sandbox.bwrap_command(Limits(), str(socket_dir), sandbox.sandbox_uid())
-                                     + sandbox.kernel_side_command(sandbox.REAPER))
+                                     + sandbox.REAPER_COMMAND)
     try:
         init = sandbox.sandbox_init(bwrap)
         config = sandbox.kernel_config(Limits(), True, None, probe=True)

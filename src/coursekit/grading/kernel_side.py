@@ -1,9 +1,7 @@
 """The grading kernel's own start-up and helpers. Sent as the text of `python -c`; never imported there.
 
-The sandbox holds nothing of coursekit, so this file is the whole of the kernel's side. `main()` runs
-one of three roles:
-- `reaper`: the sandbox's init (PID 1), started by bwrap; it only reaps, and is killed when the
-  kernel ends (`_reaper`);
+The sandbox holds nothing of coursekit, so this file is the whole of the kernel's side: REAPER,
+the sandbox's init (PID 1), started by bwrap, and `main()` in one of two roles:
 - `zygote`: outside the sandboxes, one per grading worker: imports ipykernel and IPython once, then
   for each sandbox forks a child that joins it and forks the kernel there (`_zygote`, `_enter`).
   The kernel closes what it inherited, drops every privilege (when bwrap ran as root: to the
@@ -472,20 +470,19 @@ PR_CAPBSET_DROP = 24           # prctl(2)
 PR_SET_NO_NEW_PRIVS = 38
 CAPS_V3 = 0x20080522           # capset(2): _LINUX_CAPABILITY_VERSION_3
 CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
-
-
-def _reaper() -> None:
-    """The sandbox's PID 1 (bwrap --as-pid-1): reaps what the kernel leaves behind until it is killed.
-
-    The kernel is put in by the zygote (`_enter`), whose child waits for it and then kills this
-    init; with the namespace's init gone, every process left in the sandbox is killed too. SIGCHLD
-    is blocked and taken with sigtimedwait, so none is lost between two waits."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-    while True:
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        signal.sigtimedwait({signal.SIGCHLD}, 60)
+# The sandbox's PID 1 (bwrap --as-pid-1, `python -I -S -c REAPER`): it only reaps what the kernel
+# leaves behind. The kernel is put in by the zygote (`_enter`), whose child waits for it and then
+# kills this init; with the namespace's init gone, every process left in the sandbox is killed too.
+# SIGCHLD is blocked and taken with sigtimedwait, so none is lost between two waits.
+REAPER = """
+import contextlib, os, signal
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+while True:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    signal.sigtimedwait({signal.SIGCHLD}, 60)
+"""
 
 
 def _libc():
@@ -591,7 +588,7 @@ def _probe(reply: int) -> None:
 
 def _enter(request: dict, reply: int) -> None:
     """In a child of the zygote: join the sandbox, fork the kernel into it (it is PID 2 there),
-    answer the zygote, wait for the kernel, then kill the sandbox's init (see `_reaper`)."""
+    answer the zygote, wait for the kernel, then kill the sandbox's init (see REAPER)."""
     try:
         init_fd = _join(request["init"], request["pid_namespace"])
         kernel = os.fork()
@@ -670,12 +667,9 @@ def _start_kernel(config: dict, argv: list[str]) -> None:
 
 
 def main() -> None:
-    """`reaper` (the sandbox's init), `zygote` (forks the sandboxed kernels), or else an unsandboxed kernel."""
+    """`zygote` (forks the sandboxed kernels), or else an unsandboxed kernel."""
     config = json.loads(sys.argv[1])
-    role = config.get("role")
-    if role == "reaper":
-        _reaper()
-    elif role == "zygote":
+    if config.get("role") == "zygote":
         _zygote()
     else:
         _start_kernel(config, sys.argv[2:])

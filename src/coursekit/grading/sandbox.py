@@ -119,7 +119,7 @@ def sandbox_env() -> dict[str, str]:
 def bwrap_command(limits: Limits, socket_dir: str, uid: int | None) -> list[str]:
     """The bwrap command line (up to and including `--`) for one kernel."""
     bwrap = shutil.which("bwrap") or "bwrap"
-    # --as-pid-1: kernel_side.py's reaper is the namespace's init itself (see kernel_side._reaper).
+    # --as-pid-1: kernel_side.REAPER is the namespace's init itself.
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--as-pid-1",
             "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--clearenv"]
     if uid is None:
@@ -152,11 +152,11 @@ def kernel_config(limits: Limits, sandboxed: bool, uid: int | None, probe: bool 
 
 
 def kernel_side_command(config: dict) -> list[str]:
-    """`python -I -c <kernel_side.py> CONFIG`: a reaper, a zygote, or an unsandboxed kernel."""
+    """`python -I -c <kernel_side.py> CONFIG`: a zygote, or an unsandboxed kernel."""
     return [sys.executable, "-I", "-c", KERNEL_SIDE, json.dumps(config)]
 
 
-REAPER = {"role": "reaper"}
+REAPER_COMMAND = [sys.executable, "-I", "-S", "-c", kernel_side.REAPER]  # the sandbox's init
 
 
 class KernelZygote:
@@ -230,7 +230,7 @@ def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str |
     with tempfile.TemporaryDirectory(prefix="ck-probe-") as socket_dir:
         uid = sandbox_uid()
         os.chmod(socket_dir, 0o711)
-        command = bwrap_command(limits, socket_dir, uid) + kernel_side_command(REAPER)
+        command = bwrap_command(limits, socket_dir, uid) + REAPER_COMMAND
         try:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.PIPE, text=True)
@@ -361,7 +361,7 @@ class SandboxKernelManager(AsyncKernelManager):
         if not self.sandboxed:
             return kernel_side_command(config) + argv
         self._kernel_request = (config, argv)  # for the zygote, once bwrap's init is there
-        return bwrap_command(self.limits, self.socket_dir, uid) + kernel_side_command(REAPER)
+        return bwrap_command(self.limits, self.socket_dir, uid) + REAPER_COMMAND
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         # Student code writing to the process's own stdout/stderr (os.write) reaches no terminal.
