@@ -189,6 +189,10 @@ class KernelZygote:
                 pass  # it died: the answer below says so
             ready, _, _ = select.select([self.process.stdout], [], [], timeout)
             answer = self.process.stdout.readline().decode(errors="replace").strip() if ready else ""
+            if not answer:  # dead or stuck: a late answer must never be taken for the next request's
+                self.process.kill()
+                self.process.wait()
+                self.process = None
         if answer != "ok":
             raise RuntimeError(f"the grading sandbox did not start its kernel ({answer or 'no answer'})")
 
