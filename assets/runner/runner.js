@@ -17,11 +17,17 @@
 // overrides the config location.
 //
 // Start-up: the worker starts Pyodide as soon as this script runs (put it first in <head>), while
-// the page is parsed and typeset; the config and the editor bundle load meanwhile. Pyodide's files stay in
+// the page is parsed; the config and the editor bundle load meanwhile. Pyodide's files stay in
 // the browser's HTTP cache; after the first load, once the page is idle, a background worker stores
 // a memory snapshot of a freshly started interpreter in Cache Storage, so later loads restore it
 // instead of starting Python (see runner-worker.js). The widget shows how it started in
 // data-start ("snapshot" | "fresh") and the snapshot's state in data-snapshot ("stored" | "failed").
+//
+// The page's other CPU work can wait for Python (on a 2-core machine it competes with the worker):
+// <html data-course-runner-starting="true"> until Python is ready or has failed (then the event
+// "course-runner-started"), and <html data-course-runner-busy="true"> while a Run or Check is
+// pending (then "course-runner-idle", sent once the result has been painted). The preview's MathJax
+// (preview.html.j2) starts and typesets by them.
 (() => {
   "use strict";
 
@@ -38,6 +44,27 @@
     pass: '<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M3 8.5l3.2 3.2L13 4.8" fill="none" stroke="currentColor" stroke-width="2.2"/></svg>',
     fail: '<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M4 4l8 8M12 4l-8 8" fill="none" stroke="currentColor" stroke-width="2.2"/></svg>',
   };
+
+  // ------------------------------------------------------------------ the page's hold on its own work
+
+  const hold = { starting: true, busy: false };
+
+  // Marks <html> (see the header); an event goes out after the next frame, so the page paints what
+  // changed (e.g. the Check results) before the work that waited runs.
+  function setHold(change) {
+    const was = { ...hold };
+    Object.assign(hold, change);
+    const html = document.documentElement;
+    html.dataset.courseRunnerStarting = String(hold.starting);
+    html.dataset.courseRunnerBusy = String(hold.busy);
+    const afterPaint = (name, still) => requestAnimationFrame(() => setTimeout(() => {
+      if (still()) document.dispatchEvent(new Event(name));
+    }));
+    if (was.starting && !hold.starting) afterPaint("course-runner-started", () => true);
+    if (was.busy && !hold.busy) afterPaint("course-runner-idle", () => !hold.busy);
+  }
+
+  setHold({});
 
   // ------------------------------------------------------------------ locations
 
@@ -83,6 +110,7 @@
     onState(state, detail) {
       this.state = state;
       this.detail = detail;
+      if (state !== "loading") setHold({ starting: false });
       if (this.listener) this.listener(state, detail);
     }
 
@@ -458,9 +486,7 @@
       this.buttons.check.setAttribute("aria-disabled", String(busy));
       this.buttons.stop.setAttribute("aria-disabled", String(!busy));
       this.root.dataset.busy = busy ? "true" : "false";
-      // The page's lazy MathJax waits for the result while a job is pending (preview.html.j2).
-      document.documentElement.dataset.courseRunnerBusy = String(busy);
-      if (!busy) document.dispatchEvent(new Event("course-runner-idle"));
+      setHold({ busy }); // the page's MathJax waits for the result (preview.html.j2)
     }
 
     // Output is capped in the worker; `always` is for the runner's own messages.
@@ -492,8 +518,8 @@
       } catch (err) {
         this.showFailure(kind, err);
       } finally {
-        this.setBusy(false);
         this.root.dataset.completed = String(Number(this.root.dataset.completed || 0) + 1);
+        this.setBusy(false);
       }
     }
 
@@ -634,6 +660,7 @@
       [config, editorModule] = await Promise.all([session.config, editor]);
     } catch (err) {
       session.close();
+      setHold({ starting: false });
       whenParsed(() => {
         const host = document.querySelector(HOST_SELECTOR);
         if (host) host.prepend(el("p", { class: "cr-load-error", text: `在线练习无法加载：${err.message}` }));
@@ -644,6 +671,7 @@
       const host = document.querySelector(HOST_SELECTOR);
       if (!host) {
         session.close();
+        setHold({ starting: false });
         return;
       }
       host.courseRunner = new Runner(host, config, session, editorModule);

@@ -485,6 +485,34 @@ def test_formulas_seen_while_a_run_is_pending_are_typeset_after_its_result(conte
     assert page.get_attribute("html", "data-course-runner-busy") == "true"
 
 
+def test_mathjax_waits_for_python_unless_the_reader_scrolls(context, pages) -> None:
+    """While Python starts (its wasm held back here) the preview's MathJax does not start: the CPU goes
+    to Python. A reader who scrolls gets the formulas anyway, while Python is still starting."""
+    held = []
+
+    def hold(route: object) -> None:
+        held.append(route)
+
+    context.route("**/pyodide.asm.wasm", hold)
+    page = context.new_page()
+    try:
+        page.goto(pages["real"])
+        page.wait_for_selector(".cr-widget")
+        page.wait_for_timeout(1500)  # > the scroll delay; < the latest start (8 s)
+        assert held, "the worker did not request pyodide.asm.wasm"
+        assert page.evaluate("document.documentElement.dataset.courseRunnerStarting") == "true"
+        assert page.evaluate("() => !window.MathJax.version"), "MathJax started while Python was starting"
+        page.mouse.wheel(0, 1500)
+        page.wait_for_function("() => !!document.querySelector('mjx-lazy, mjx-container')", timeout=15_000)
+        assert page.evaluate("document.documentElement.dataset.courseRunnerStarting") == "true"
+    finally:
+        for route in held:
+            route.continue_()
+        context.unroute("**/pyodide.asm.wasm", hold)
+    page.wait_for_selector(".cr-widget[data-state=ready]", timeout=60_000)
+    assert page.evaluate("document.documentElement.dataset.courseRunnerStarting") == "false"
+
+
 # ---------------------------------------------------------------- start-up snapshot
 
 def test_a_reload_restores_the_start_up_snapshot_and_still_checks(fresh_context, pages) -> None:
