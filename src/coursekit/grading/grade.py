@@ -51,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
     parser.add_argument("--lesson", default=None,
                         help="lesson id of course.yml the submissions are for (default: the first lesson)")
-    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
-                        help="notebooks executed in parallel (default: the number of cores, at most 8)")
+    parser.add_argument("--jobs", type=int, default=default_jobs(),
+                        help="notebooks executed in parallel (default: one more than the cores, at most 9)")
     parser.add_argument("--timeout", type=int, default=None,
                         help="seconds per cell (default: SandboxExecute.timeout in nbgrader_config.py)")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
@@ -123,6 +123,13 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
         recorder.close()
     write_manifest(course, submissions, entries)
     return write_report(course)
+
+
+def default_jobs() -> int:
+    """One worker more than the cores (at most 8 of them): a worker spends part of each notebook waiting
+    (for its kernel's replies, for the recorder), and the extra one uses that time. Measured on a quiet
+    2-core machine, 60 mixed notebooks: 3 workers 31.3-31.4 s, 2 workers 35.1-35.3 s (two runs each)."""
+    return min(8, os.cpu_count() or 1) + 1
 
 
 def check_sandbox(course: Course) -> None:
