@@ -218,3 +218,27 @@ def test_ctrl_c_keeps_the_gradebook_consistent_and_a_rerun_grades_only_the_rest(
             (normal, boundary, aggregation), rows[sid]
         assert {f.split("(", 1)[0] for f in rows[sid]["flags"].split(";") if f} == flags, rows[sid]
     assert our_processes(scratch) == []
+
+
+def test_a_grading_worker_keeps_no_thread_of_a_finished_notebook(released_course):
+    """A long class must not pile up threads in its workers: nbclient left the client of every kernel
+    a worker started ahead running (a heartbeat thread and a zmq context, three threads per notebook)."""
+    import threading
+
+    from submission_kinds import k_correct
+    from traitlets.config import Config
+
+    from coursekit.grading import execute, record
+
+    recorder = record.Recorder(released_course, Config(released_course.config))
+    runner = execute.Runner(recorder.worker_config())
+    notebook = nbformat.writes(k_correct(nbformat.read(released_course.release_notebook, as_version=4)))
+    try:
+        counts = []
+        for _ in range(3):
+            runner.run(notebook)
+            counts.append((threading.active_count(), len(os.listdir("/proc/self/task"))))
+    finally:
+        runner.close()
+        recorder.close()
+    assert counts[2] == counts[0], counts

@@ -146,8 +146,12 @@ class SandboxExecute(Execute):
                 self.preprocess_cell(cell, resources, index)
             self.judge_tests(resources)
             self.collect_findings(manager, started)
-        if not self.owns_km and manager.has_kernel:  # a kernel started ahead by a grading worker ends here too
-            run_sync(manager.shutdown_kernel)(now=False)
+        if not self.owns_km:  # a kernel started ahead by a grading worker ends here too
+            if self.kc is not None:  # nbclient keeps a client it did not start: its heartbeat thread and
+                self.kc.stop_channels()  # zmq context were left running, three threads per notebook
+                self.kc = None
+            if manager.has_kernel:
+                run_sync(manager.shutdown_kernel)(now=False)
         self.check_teardown(manager)
         self.nb.metadata[FINDINGS] = self.findings  # for coursekit grade's record(); replaces any student value
         return self.nb, self.resources
