@@ -18,9 +18,10 @@ from submission_kinds import k_correct
 from coursekit.cli import main
 from coursekit.grading import sandbox
 from coursekit.grading.course import Course
-from coursekit.grading.preprocessors import ARM_LINE, REPORT, clean_markdown, sanitize_output
+from coursekit.grading.preprocessors import ARM_LINE, KERNEL, clean_markdown, sanitize_output
 from coursekit.grading.sandbox import HOME, Limits, SandboxKernelManager, unavailable_reason
 
+REPORT = f"{KERNEL}.report()"  # the kernel's helper, as a user expression
 PROBE = r'''
 import json, os, resource, socket, sys
 def tries(f):

@@ -47,7 +47,6 @@ KERNEL_DIED = "DeadKernelError"
 TIMED_OUT = "CellTimeoutError"
 KERNEL = "__import__('sys').modules['_coursekit_kernel']"
 ARM_LINE = f"{KERNEL}.arm()"
-REPORT = f"{KERNEL}.report()"  # as a user expression (the grader itself asks with kernel_side.REQUEST)
 FINDINGS = "coursekit_findings"  # notebook metadata key of SandboxExecute.findings
 
 

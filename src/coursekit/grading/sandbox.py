@@ -382,18 +382,11 @@ class SandboxKernelManager(AsyncKernelManager):
 
     async def _sandbox_init(self) -> int:
         """Host pid of bwrap's init in the sandbox; holds its PID namespace (see remove_socket_dir)."""
-        process = self.provisioner.process
-        for _ in range(600):
-            init = init_of(process)
-            if init is not None:
-                self.namespace = pid_namespace(init)
-                with contextlib.suppress(OSError):
-                    self._namespace_fd = os.open(f"/proc/{init}/ns/pid", os.O_RDONLY)
-                return init
-            if process.poll() is not None:
-                break
-            await asyncio.sleep(0.01)
-        raise RuntimeError(f"the grading sandbox did not start (bwrap exit status {process.poll()})")
+        init = await asyncio.to_thread(sandbox_init, self.provisioner.process)
+        self.namespace = pid_namespace(init)
+        with contextlib.suppress(OSError):
+            self._namespace_fd = os.open(f"/proc/{init}/ns/pid", os.O_RDONLY)
+        return init
 
     def sandbox_processes(self) -> list[int]:
         """Processes now in this kernel's sandbox (bwrap's init and the kernel included)."""
