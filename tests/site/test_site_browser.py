@@ -25,9 +25,15 @@ def open_page(page: object, url: str) -> None:
     site.js draws a diagram when it comes near the viewport; wait until every visible formula is typeset."""
     page.goto(url, wait_until="networkidle")
     page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
-    page.evaluate("() => window.MathJax ? MathJax.startup.promise : null")
+    # every wait is bounded: an evaluate that awaits a promise has no Playwright timeout of its own
+    page.evaluate("() => { (window.MathJax ? MathJax.startup.promise : Promise.resolve())"
+                  ".then(() => { window.__courseMathJaxStarted = true; }); }")  # not awaited here
+    page.wait_for_function("() => window.__courseMathJaxStarted === true", timeout=30_000)
     page.evaluate("""async () => {
-        const pause = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)));
+        const pause = () => new Promise(r => {
+            requestAnimationFrame(() => setTimeout(r, 50));
+            setTimeout(r, 1000);  // no frame comes while the page is hidden
+        });
         for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight / 2) {
             scrollTo(0, y);
             await pause();
