@@ -242,3 +242,34 @@ def test_a_grading_worker_keeps_no_thread_of_a_finished_notebook(released_course
         runner.close()
         recorder.close()
     assert counts[2] == counts[0], counts
+
+
+def test_the_recorder_lends_its_gradebook_to_nbgrader_steps(tmp_path, monkeypatch):
+    """nbgrader's sanitize, record and feedback steps each open `Gradebook(db_url)` per notebook (a new
+    engine and schema check each); the recorder's one open gradebook serves them all, and the grades
+    and feedback are still written."""
+    import nbgrader.api
+    from traitlets.config import Config
+
+    from coursekit.grading import record
+    from coursekit.grading.release import release
+
+    course = make_course(tmp_path / "course")
+    release(course)
+    engines = []
+    create_engine = nbgrader.api.create_engine
+    monkeypatch.setattr(nbgrader.api, "create_engine", lambda *a, **k: engines.append(a) or create_engine(*a, **k))
+    recorder = record.Recorder(course, Config(course.config))
+    own = len(engines)
+    try:
+        for student_id in ("s1", "s2"):
+            course.submitted_notebook(student_id).parent.mkdir(parents=True)
+            shutil.copyfile(course.release_notebook, course.submitted_notebook(student_id))
+            recorder.sanitize(student_id)
+            recorder.record(student_id, recorder.key(student_id), None, "not run in this test")
+    finally:
+        recorder.close()
+    assert own == 1 and len(engines) == own
+    with Gradebook(course.db_url) as gb:
+        assert {s.student.id for s in gb.assignment_submissions(course.assignment)} == {"s1", "s2"}
+    assert all(course.feedback_html(s).is_file() for s in ("s1", "s2"))

@@ -23,7 +23,10 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import jsonschema
@@ -107,12 +110,17 @@ class Recorder:
         """The submitted notebook as nbgrader's autograde would run it (test cells from the gradebook)."""
         nb = nbformat.read(self.course.submitted_notebook(student_id), as_version=4)
         resources = self._resources(student_id)
-        for step in self.sanitize_steps:
-            nb, resources = step(nb, resources)
+        with lent_to_nbgrader_steps(self.gb, self.course.db_url):
+            for step in self.sanitize_steps:
+                nb, resources = step(nb, resources)
         return nb
 
     def record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
         """Save the grades and files of one executed submission; return its execution flags."""
+        with lent_to_nbgrader_steps(self.gb, self.course.db_url):
+            return self._record(student_id, key, executed, failure)
+
+    def _record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
         flags = [] if self.config.SandboxExecute.get("sandbox", True) else [F.UNSANDBOXED]
         if executed is None:  # the worker could not run it: no cell counts as run
             flags.append(F.flag(F.ERROR, f"grader could not run the notebook: {failure}"))
@@ -189,6 +197,46 @@ class WarmCheckCellMetadata(CheckCellMetadata):
             raise jsonschema.ValidationError("Notebook failed to validate; the nbgrader metadata may be "
                                              "corrupted.") from None
         return nb, resources
+
+
+class _LentGradebook:
+    """The recorder's open gradebook where an nbgrader step opens its own: the step's `with` block
+    leaves it open, and a step that fails leaves its transaction rolled back, as closing would."""
+
+    def __init__(self, gradebook: Gradebook):
+        self._gradebook = gradebook
+
+    def __getattr__(self, name: str):
+        return getattr(self._gradebook, name)
+
+    def __enter__(self) -> _LentGradebook:
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        if exc_type is not None:
+            self._gradebook.db.rollback()
+
+
+@contextmanager
+def lent_to_nbgrader_steps(gradebook: Gradebook, url: str) -> Iterator[None]:
+    """While the block runs, nbgrader's steps that open `Gradebook(db_url)` per notebook (OverwriteCells,
+    OverwriteKernelspec, SaveAutoGrades, LateSubmissionPenalty, GetGrades) get this open one instead
+    of a new engine, a schema check and a cold statement cache each: about 0.1 CPU-s per notebook.
+    Only for `url`, the one the gradebook was opened with; the recorder is single-threaded, so no
+    one else sees the swap."""
+
+    def opened(db_url: str, *args, **kwargs):
+        return _LentGradebook(gradebook) if db_url == url else Gradebook(db_url, *args, **kwargs)
+
+    modules = [m for name, m in list(sys.modules.items())
+               if name.startswith("nbgrader.preprocessors.") and getattr(m, "Gradebook", None) is Gradebook]
+    for module in modules:
+        module.Gradebook = opened
+    try:
+        yield
+    finally:
+        for module in modules:
+            module.Gradebook = Gradebook
 
 
 def kept_warm(step: type) -> type:

@@ -43,7 +43,6 @@ from coursekit.grading import flags as F
 from coursekit.grading.autograded import Graded, read_class, release_prompts
 from coursekit.grading.course import DEFAULT_ROOT, Course, Rubric, project_course
 from coursekit.grading.feedback import FeedbackWriter
-from coursekit.grading.similarity import copy_flags
 from coursekit.lesson import parse_lesson
 
 TOTAL_COLUMNS = ("auto_total", "manual_total", "total", "max_score", "passed", "flags")
@@ -132,9 +131,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+WRITER_MODULES = ("coursekit.grading.classreport", "coursekit.grading.similarity")  # matplotlib, datasketch
+
+
 def write_report(course: Course, lesson: Path | None = None) -> list[Row]:
     """reports/<assignment>.csv and the class report; return the rows."""
-    from coursekit.grading.classreport import write_class_report  # matplotlib only when writing
+    from coursekit.grading.classreport import write_class_report
 
     lesson = find_lesson(course, lesson)
     rows, graded = class_rows(course, lesson)
@@ -159,6 +161,8 @@ def find_lesson(course: Course, lesson: Path | None) -> Path:
 
 def class_rows(course: Course, lesson: Path) -> tuple[list[Row], dict[str, Graded]]:
     """The rows with the copy check's flags, and what the graded notebooks hold."""
+    from coursekit.grading.similarity import copy_flags
+
     rows = build_rows(course)
     graded = read_class(course, [r.student_id for r in rows if r.graded])
     stubs, questions = release_prompts(course)
