@@ -121,9 +121,14 @@
 
     // The boot message travels in the worker URL's fragment (see runner-worker.js): the worker
     // starts at once instead of when the page's busy main thread delivers a posted message.
+    // A page whose <head> started the first worker already (window.courseRunnerWorker, from
+    // coursekit.runner.head_tags: it starts before this script is fetched) has it adopted here,
+    // with the events it got meanwhile.
     spawn(first) {
+      const early = first.type === "boot" ? window.courseRunnerWorker : undefined;
+      delete window.courseRunnerWorker;
       const url = first.type === "boot" ? `${this.workerURL}#${encodeURIComponent(JSON.stringify(first))}` : this.workerURL;
-      this.worker = new Worker(url, { type: "module" });
+      this.worker = early ? early.worker : new Worker(url, { type: "module" });
       this.onState("loading");
       this.ready = new Promise((resolve, reject) => {
         const fail = (message) => {
@@ -156,6 +161,10 @@
       });
       this.ready.catch(() => {});
       if (first.type !== "boot") this.worker.postMessage(first);
+      for (const event of early ? early.events : []) {
+        if (event.type === "message") this.worker.onmessage(event);
+        else this.worker.onerror(event);
+      }
     }
 
     restart() {
