@@ -376,7 +376,8 @@
         if (event.shiftKey) options.onCheck();
         else options.onRun();
       });
-      this.plain.addEventListener("focus", () => this.build(), { once: true });
+      // a failure is reported once Python has started (Runner.buildEditorWhenIdle)
+      this.plain.addEventListener("focus", () => this.build().catch(() => {}), { once: true });
       parent.dataset.editor = "plain";
       parent.append(this.plain);
     }

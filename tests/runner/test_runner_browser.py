@@ -295,10 +295,11 @@ def test_code_shows_at_once_and_what_is_typed_before_the_editor_is_built_is_kept
     assert widget.code == CORRECT + "\nprint('早')!", "typing in either is saved"
 
 
-def test_without_the_editor_bundle_the_textarea_still_runs_the_code(context, pages) -> None:
+def test_without_the_editor_bundle_the_textarea_still_runs_the_code(context, pages, requests) -> None:
     page = context.new_page()
     page.route("**/assets/runner/editor.js", lambda route: route.abort())
     widget = Widget(page, pages["preview"])
+    page.click("textarea.cr-plain-code")  # asks for the editor at once (before Python is ready)
     widget.wait_ready()
     page.wait_for_function("() => document.querySelector('.cr-status').textContent.includes('代码编辑器无法加载')")
     page.fill("textarea.cr-plain-code", 'print("仍可运行")')
@@ -306,6 +307,7 @@ def test_without_the_editor_bundle_the_textarea_still_runs_the_code(context, pag
     page.keyboard.press("Control+Enter")
     widget.wait_completed(before)
     assert "仍可运行" in page.inner_text(".cr-output")
+    assert requests.errors == [], "the failed import is reported in the status, not thrown"
 
 
 # ---------------------------------------------------------------- saved work, stop, time limits, crashes
