@@ -17,7 +17,8 @@
 // overrides the config location.
 //
 // Start-up: the worker starts Pyodide as soon as this script runs (put it first in <head>), while
-// the page is parsed; the config and the editor bundle load meanwhile. Pyodide's files stay in
+// the page is parsed; the config loads meanwhile. The code shows at once in a plain textarea; the
+// CodeMirror editor replaces it once Python has started (or when the student focuses the code). Pyodide's files stay in
 // the browser's HTTP cache; after the first load, once the page is idle, a background worker stores
 // a memory snapshot of a freshly started interpreter in Cache Storage, so later loads restore it
 // instead of starting Python (see runner-worker.js). The widget shows how it started in
@@ -120,9 +121,14 @@
 
     // The boot message travels in the worker URL's fragment (see runner-worker.js): the worker
     // starts at once instead of when the page's busy main thread delivers a posted message.
+    // A page whose <head> started the first worker already (window.courseRunnerWorker, from
+    // coursekit.runner.head_tags: it starts before this script is fetched) has it adopted here,
+    // with the events it got meanwhile.
     spawn(first) {
+      const early = first.type === "boot" ? window.courseRunnerWorker : undefined;
+      delete window.courseRunnerWorker;
       const url = first.type === "boot" ? `${this.workerURL}#${encodeURIComponent(JSON.stringify(first))}` : this.workerURL;
-      this.worker = new Worker(url, { type: "module" });
+      this.worker = early ? early.worker : new Worker(url, { type: "module" });
       this.onState("loading");
       this.ready = new Promise((resolve, reject) => {
         const fail = (message) => {
@@ -155,6 +161,10 @@
       });
       this.ready.catch(() => {});
       if (first.type !== "boot") this.worker.postMessage(first);
+      for (const event of early ? early.events : []) {
+        if (event.type === "message") this.worker.onmessage(event);
+        else this.worker.onerror(event);
+      }
     }
 
     restart() {
@@ -339,17 +349,90 @@
     }
   }
 
+  // ------------------------------------------------------------------ the code area
+
+  // The student's code: a plain <textarea> holding it from the start, replaced by the CodeMirror editor
+  // (editor.js) once Python has started and no Run or Check is pending, or at once when the student
+  // focuses the code. Building CodeMirror (loading its bundle, the editor, its first measure) took
+  // 0.25-0.45 s of main thread, which on a 2-core machine delayed Python's start in the worker almost
+  // one for one (issue 12, start-up). What is typed into the textarea meanwhile, and where the caret
+  // is, goes over to the editor; the code is read from whichever holds it, so Check is always right.
+  class CodeArea {
+    constructor(parent, options, loadEditor) {
+      this.parent = parent;
+      this.options = options;
+      this.loadEditor = loadEditor;
+      this.editor = null;
+      this.built = null;
+      this.plain = el("textarea", {
+        class: "cr-plain-code", "aria-label": options.label, spellcheck: "false", autocapitalize: "off",
+        autocomplete: "off", rows: String(Math.min(options.doc.split("\n").length + 1, 40)),
+      });
+      this.plain.value = options.doc;
+      this.plain.addEventListener("input", () => options.onChange(this.plain.value));
+      this.plain.addEventListener("keydown", (event) => {
+        if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
+        event.preventDefault();
+        if (event.shiftKey) options.onCheck();
+        else options.onRun();
+      });
+      // a failure is reported once Python has started (Runner.buildEditorWhenIdle)
+      this.plain.addEventListener("focus", () => this.build().catch(() => {}), { once: true });
+      parent.dataset.editor = "plain";
+      parent.append(this.plain);
+    }
+
+    getCode() {
+      return this.editor ? this.editor.getCode() : this.plain.value;
+    }
+
+    setCode(text) {
+      if (this.editor) {
+        this.editor.setCode(text); // the editor's change listener calls onChange
+      } else {
+        this.plain.value = text;
+        this.options.onChange(text);
+      }
+    }
+
+    focus() {
+      if (this.editor) this.editor.focus();
+      else this.plain.focus(); // builds the editor, which takes the focus over
+    }
+
+    // Builds the editor once; resolves when it is in place (or the bundle failed: the textarea stays).
+    build() {
+      if (!this.built) {
+        this.built = this.loadEditor().then((module) => {
+          const focused = document.activeElement === this.plain;
+          const { selectionStart, selectionEnd } = this.plain;
+          this.editor = module.createEditor(this.parent, { ...this.options, doc: this.plain.value });
+          this.plain.remove();
+          this.parent.dataset.editor = "codemirror";
+          if (focused) {
+            this.editor.view.dispatch({ selection: { anchor: selectionStart, head: selectionEnd } });
+            this.editor.focus();
+          }
+        }, (err) => {
+          this.parent.dataset.editor = "plain";
+          throw err;
+        });
+      }
+      return this.built;
+    }
+  }
+
   // ------------------------------------------------------------------ the widget
 
   class Runner {
-    constructor(host, config, session, editorModule) {
+    constructor(host, config, session, loadEditor) {
       this.host = host;
       this.config = config;
       this.store = makeStore(config.lesson_id);
       this.timeLimitS = Number(config.time_limit_s) || DEFAULT_TIME_LIMIT_S;
       this.idRule = new RegExp(`^(?:${config.student_id.pattern})$`);
       this.busy = false;
-      this.build(editorModule);
+      this.build(loadEditor);
       this.answers = this.buildAnswers();
       this.session = session;
       session.subscribe((state, detail) => this.setState(state, detail));
@@ -363,7 +446,7 @@
       this.editor.setCode(text);
     }
 
-    build(editorModule) {
+    build(loadEditor) {
       const c = this.config;
       this.status = el("span", { class: "cr-status", role: "status" });
       this.buttons = {
@@ -401,13 +484,13 @@
       this.host.append(this.root);
       this.addSkipLink();
 
-      this.editor = editorModule.createEditor(this.editorHost, {
+      this.editor = new CodeArea(this.editorHost, {
         doc: this.store.get("code") ?? c.starter_code,
         label: "代码编辑器（Tab 缩进；先按 Esc 再按 Tab 离开编辑器；Ctrl+Enter 运行，Ctrl+Shift+Enter 检查）",
         onChange: (text) => this.store.set("code", text),
         onRun: () => this.act("run"),
         onCheck: () => this.act("check"),
-      });
+      }, loadEditor);
       this.studentId.addEventListener("input", () => {
         this.store.set("student-id", this.studentId.value);
         this.validateId();
@@ -471,11 +554,29 @@
       if (state === "loading") this.status.textContent = "正在加载 Python…";
       if (state === "ready" && !this.busy) this.status.textContent = "Python 已就绪";
       if (state === "error") this.status.textContent = `Python 加载失败：${detail}`;
+      if (state !== "loading") this.buildEditorWhenIdle();
       this.root.dataset.state = state;
       if (this.session && this.session.fromSnapshot !== undefined) {
         this.root.dataset.start = this.session.fromSnapshot ? "snapshot" : "fresh";
       }
       if (this.session && this.session.snapshot) this.root.dataset.snapshot = this.session.snapshot;
+    }
+
+    // The CodeMirror editor once Python has started, after the next paint and after any pending
+    // Run or Check (the page's hold, as MathJax waits for it), unless the student's focus built it already.
+    buildEditorWhenIdle() {
+      if (this.editorScheduled) return;
+      this.editorScheduled = true;
+      const build = () => {
+        if (hold.busy) {
+          document.addEventListener("course-runner-idle", build, { once: true });
+          return;
+        }
+        this.editor.build().catch((err) => {
+          this.status.textContent = `代码编辑器无法加载（${err.message}），代码仍可在文本框中编辑`;
+        });
+      };
+      requestAnimationFrame(() => setTimeout(build));
     }
 
     // Buttons stay enabled (a disabled button would drop the keyboard focus to <body>); while busy
@@ -653,11 +754,10 @@
   async function boot() {
     const root = siteRoot();
     const session = new PythonSession(new URL("runner-worker.js", SCRIPT.src).href, root);
-    const editor = import(new URL("editor.js", SCRIPT.src).href);
+    const loadEditor = () => import(new URL("editor.js", SCRIPT.src).href);
     let config;
-    let editorModule;
     try {
-      [config, editorModule] = await Promise.all([session.config, editor]);
+      config = await session.config;
     } catch (err) {
       session.close();
       setHold({ starting: false });
@@ -674,7 +774,7 @@
         setHold({ starting: false });
         return;
       }
-      host.courseRunner = new Runner(host, config, session, editorModule);
+      host.courseRunner = new Runner(host, config, session, loadEditor);
     });
   }
 

@@ -46,6 +46,10 @@ class Widget:
     def wait_ready(self) -> None:
         self.page.wait_for_selector(".cr-widget[data-state=ready]", timeout=60_000)
 
+    def wait_editor(self) -> None:
+        """Until CodeMirror has replaced the plain textarea (once Python has started, or on focus)."""
+        self.page.wait_for_selector(".cr-editor[data-editor=codemirror] .cm-content", timeout=60_000)
+
     @property
     def code(self) -> str:
         return self.page.evaluate(f"{RUNNER}.code")
@@ -122,6 +126,7 @@ def test_correct_answer_passes_all_checks_without_leaving_localhost(context, pag
         results = widget.check()
         assert [status for status, _ in results.values()] == ["pass"] * 3
     assert "全部 3 组检查通过" in widget.page.inner_text(".cr-summary")
+    widget.wait_editor()
     assert any(u.endswith("/assets/pyodide/pyodide.asm.wasm") for u in requests.urls)
     assert any(u.endswith("/assets/runner/editor.js") for u in requests.urls)
     assert requests.off_host() == []
@@ -142,6 +147,7 @@ def test_run_shows_stdout_and_the_traceback(context, pages) -> None:
 def test_editor_is_codemirror_with_highlighting_line_numbers_and_brackets(context, pages) -> None:
     page = context.new_page()
     widget = Widget(page, pages["preview"])
+    widget.wait_editor()
     assert page.locator(".cr-editor .cm-editor").count() == 1
     assert page.locator("textarea.cr-editor").count() == 0, "the hand-written textarea editor is gone"
     assert page.locator(".cm-lineNumbers .cm-gutterElement", has_text="1").first.is_visible()
@@ -162,6 +168,7 @@ def test_editor_keys_indent_dedent_undo_redo_and_close_brackets(context, pages) 
     page = context.new_page()
     widget = Widget(page, pages["preview"])
     widget.type_code("")
+    widget.wait_editor()
     page.click(".cm-content")
     page.keyboard.type("def f(")
     assert widget.code == "def f()", "the closing bracket is added"
@@ -185,6 +192,7 @@ def test_shortcuts_run_and_check_and_escape_then_tab_leaves_the_editor(context, 
     page = context.new_page()
     widget = Widget(page, pages["preview"])
     widget.wait_ready()
+    widget.wait_editor()
     widget.type_code('print("快捷键")')
     page.click(".cm-content")
     before = widget.completed()
@@ -208,6 +216,7 @@ def test_input_method_composition_commits_only_the_chosen_characters(context, pa
     page = context.new_page()
     widget = Widget(page, pages["preview"])
     widget.type_code("x = ''")
+    widget.wait_editor()
     page.click(".cm-content")
     page.keyboard.press("Control+End")
     page.keyboard.press("ArrowLeft")
@@ -226,6 +235,7 @@ def test_the_editor_fills_its_column_on_a_bootstrap_styled_page(context, pages, 
     page = context.new_page()
     page.set_viewport_size({"width": 1366, "height": 900})
     widget = Widget(page, pages["bootstrap"])
+    widget.wait_editor()
     widths = page.evaluate("""() => {
         const main = document.querySelector('main.content');
         const inner = main.clientWidth - parseFloat(getComputedStyle(main).paddingLeft)
@@ -250,6 +260,54 @@ def test_the_editor_fills_its_column_on_a_bootstrap_styled_page(context, pages, 
     widget.type_code(CORRECT)
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
     assert requests.off_host() == []
+
+
+def test_code_shows_at_once_and_what_is_typed_before_the_editor_is_built_is_kept(context, pages) -> None:
+    """Start-up: the page shows the code in a plain textarea and builds CodeMirror after Python has
+    started (here held back by delaying editor.js); the worker is the one the page's <head> started."""
+    page = context.new_page()
+    held: list[object] = []
+    page.route("**/assets/runner/editor.js", lambda route: held.append(route))
+    boot_workers: list[str] = []
+    page.on("worker", lambda worker: boot_workers.append(worker.url) if "#" in worker.url else None)
+    widget = Widget(page, pages["preview"])
+    plain = page.locator(".cr-editor[data-editor=plain] textarea.cr-plain-code")
+    assert plain.input_value() == LESSON_11.blank_code
+    assert "代码编辑器" in plain.get_attribute("aria-label")
+    widget.wait_ready()
+    widget.type_code(CORRECT)
+    assert [status for status, _ in widget.check().values()] == ["pass"] * 3, "Check reads the textarea"
+    plain.click()
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\nprint('早')")
+    assert widget.code == CORRECT + "\nprint('早')"
+    page.wait_for_function("() => document.querySelector('.cr-editor').dataset.editor === 'plain'")
+    while not held:  # editor.js was asked for (Python started, or the focus): let it through now
+        page.wait_for_timeout(50)
+    held[0].continue_()
+    widget.wait_editor()
+    assert page.locator("textarea.cr-plain-code").count() == 0
+    page.wait_for_function("document.activeElement.classList.contains('cm-content')", timeout=10_000)
+    page.keyboard.type("!")  # the caret went over with the text
+    assert widget.code == CORRECT + "\nprint('早')!"
+    assert len(boot_workers) == 1, boot_workers
+    widget = Widget(page, pages["preview"])
+    assert widget.code == CORRECT + "\nprint('早')!", "typing in either is saved"
+
+
+def test_without_the_editor_bundle_the_textarea_still_runs_the_code(context, pages, requests) -> None:
+    page = context.new_page()
+    page.route("**/assets/runner/editor.js", lambda route: route.abort())
+    widget = Widget(page, pages["preview"])
+    page.click("textarea.cr-plain-code")  # asks for the editor at once (before Python is ready)
+    widget.wait_ready()
+    page.wait_for_function("() => document.querySelector('.cr-status').textContent.includes('代码编辑器无法加载')")
+    page.fill("textarea.cr-plain-code", 'print("仍可运行")')
+    before = widget.completed()
+    page.keyboard.press("Control+Enter")
+    widget.wait_completed(before)
+    assert "仍可运行" in page.inner_text(".cr-output")
+    assert requests.errors == [], "the failed import is reported in the status, not thrown"
 
 
 # ---------------------------------------------------------------- saved work, stop, time limits, crashes
@@ -341,8 +399,8 @@ def test_keyboard_skip_link_and_focus_stays_on_the_pressed_button(context, pages
     widget.wait_ready()
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.textContent") == "跳到练习（代码编辑器）"
-    page.keyboard.press("Enter")
-    assert page.evaluate("document.activeElement.classList.contains('cm-content')")
+    page.keyboard.press("Enter")  # focuses the code, which builds the editor if it is not built yet
+    page.wait_for_function("document.activeElement.classList.contains('cm-content')", timeout=10_000)
     widget.type_code(CORRECT)
     for action in ("run", "check"):
         page.focus(f"button[data-action={action}]")

@@ -129,8 +129,20 @@ def test_copy_pyodide_copies_exactly_the_files_the_worker_loads(tmp_path: Path) 
 
 def test_head_tags_point_at_the_site_root() -> None:
     tags = runner.head_tags("../")
-    assert tags.startswith('<script src="../assets/runner/runner.js" data-runner-root="../"></script>')
+    start, rest = tags.split("</script>\n", 1)
+    assert start.startswith("<script>") and "new Worker(" in start, "an inline script starts the worker first"
+    assert 'at("../assets/runner/runner-worker.js")' in start
+    assert 'configURL: at("../assets/runner/runner-config.json")' in start
+    assert 'indexURL: at("../assets/pyodide/")' in start
+    assert rest.startswith('<script src="../assets/runner/runner.js" data-runner-root="../"></script>')
     assert 'href="../assets/runner/runner.css"' in tags
+
+
+def test_head_tags_start_the_worker_with_the_pages_config_and_pyodide() -> None:
+    cdn = "https://cdn.jsdelivr.net/pyodide/v314.0.8/full/"
+    start = runner.head_tags("../../", pyodide_url=cdn, config="runner-config-x.json").split("</script>")[0]
+    assert 'configURL: at("../../assets/runner/runner-config-x.json")' in start
+    assert f'indexURL: at("{cdn}")' in start
 
 
 def test_the_quarto_filter_ships_every_runner_file() -> None:

@@ -225,6 +225,7 @@ def test_toolbar_stays_visible_while_editing_and_check_results_come_into_view(vi
     try:
         open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
         page.wait_for_selector(".cr-widget[data-state=ready]", timeout=90_000)
+        page.wait_for_selector(".cr-editor[data-editor=codemirror] .cm-content", timeout=30_000)
         last_line = page.locator(".cm-line").last
         last_line.scroll_into_view_if_needed()
         last_line.click()
@@ -252,8 +253,8 @@ def test_keyboard_reaches_the_exercise_at_once_and_formulas_are_no_tab_stops(pag
     assert page.locator("mjx-container[tabindex]:not([tabindex='-1'])").count() == 0
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.className") == "cr-skip-link"
-    page.keyboard.press("Enter")
-    assert page.evaluate("document.activeElement.classList.contains('cm-content')")
+    page.keyboard.press("Enter")  # focuses the code, which builds the editor if it is not built yet
+    page.wait_for_function("document.activeElement.classList.contains('cm-content')", timeout=10_000)
     page.keyboard.press("Escape")
     presses = 0
     while page.evaluate("document.activeElement.dataset.action") != "run" and presses < 10:
