@@ -121,7 +121,8 @@ class FeedbackWriter:
         exporter_class = type(f"MarkdownOnce{converter.exporter_class.__name__}",
                               (MarkdownOnce, SoupOnlyWhenNeeded, converter.exporter_class), {})
         self.exporter = exporter_class(config=converter.config)
-        for step in converter.preprocessors:
+        self.steps = list(converter.preprocessors)
+        for step in self.steps:
             self.exporter.register_preprocessor(step)
         self.writer = FilesWriter(config=converter.config)
         self.permissions = int(str(converter.permissions), 8)

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import jsonschema
 import nbformat
@@ -61,6 +62,8 @@ class Recorder:
         self.permissions = int(str(converter.permissions), 8)
         self.gb = Gradebook(course.db_url, course.coursedir(config).course_id)
         self.feedback = FeedbackWriter(course)
+        self.opening_gradebooks = modules_opening_gradebooks(
+            [type(step) for step in self.sanitize_steps + self.record_steps] + self.feedback.steps)
         self.journal = Journal(course.ingest_dir / "graded.jsonl")
         self.fingerprint = hashlib.sha256(course.release_notebook.read_bytes()
                                           + (course.root / CONFIG_FILE).read_bytes()
@@ -110,14 +113,14 @@ class Recorder:
         """The submitted notebook as nbgrader's autograde would run it (test cells from the gradebook)."""
         nb = nbformat.read(self.course.submitted_notebook(student_id), as_version=4)
         resources = self._resources(student_id)
-        with lent_to_nbgrader_steps(self.gb, self.course.db_url):
+        with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks):
             for step in self.sanitize_steps:
                 nb, resources = step(nb, resources)
         return nb
 
     def record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
         """Save the grades and files of one executed submission; return its execution flags."""
-        with lent_to_nbgrader_steps(self.gb, self.course.db_url):
+        with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks):
             return self._record(student_id, key, executed, failure)
 
     def _record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
@@ -217,19 +220,29 @@ class _LentGradebook:
             self._gradebook.db.rollback()
 
 
+def modules_opening_gradebooks(steps: list[type]) -> list[ModuleType]:
+    """The modules of the steps (and their bases) that may open `Gradebook(db_url)` themselves; not
+    this one, whose Gradebook is the real one that lends."""
+    found: dict[str, ModuleType] = {}
+    for step in steps:
+        for cls in step.__mro__:
+            module = sys.modules.get(cls.__module__)
+            if module is not None and module.__name__ != __name__ and getattr(module, "Gradebook", None) is Gradebook:
+                found[module.__name__] = module
+    return list(found.values())
+
+
 @contextmanager
-def lent_to_nbgrader_steps(gradebook: Gradebook, url: str) -> Iterator[None]:
-    """While the block runs, nbgrader's steps that open `Gradebook(db_url)` per notebook (OverwriteCells,
-    OverwriteKernelspec, SaveAutoGrades, LateSubmissionPenalty, GetGrades) get this open one instead
-    of a new engine, a schema check and a cold statement cache each: about 0.1 CPU-s per notebook.
-    Only for `url`, the one the gradebook was opened with; the recorder is single-threaded, so no
-    one else sees the swap."""
+def lent_to_nbgrader_steps(gradebook: Gradebook, url: str, modules: list[ModuleType]) -> Iterator[None]:
+    """While the block runs, the nbgrader steps of `modules` that open `Gradebook(db_url)` per notebook
+    (OverwriteCells, OverwriteKernelspec, SaveAutoGrades, LateSubmissionPenalty, GetGrades) get this
+    open one instead of a new engine, a schema check and a cold statement cache each: about 0.1
+    CPU-s per notebook. Only for `url`, the one the gradebook was opened with; no other thread runs
+    nbgrader's steps, so none sees the swap."""
 
     def opened(db_url: str, *args, **kwargs):
         return _LentGradebook(gradebook) if db_url == url else Gradebook(db_url, *args, **kwargs)
 
-    modules = [m for name, m in list(sys.modules.items())
-               if name.startswith("nbgrader.preprocessors.") and getattr(m, "Gradebook", None) is Gradebook]
     for module in modules:
         module.Gradebook = opened
     try:
