@@ -243,13 +243,14 @@ def lent_to_nbgrader_steps(gradebook: Gradebook, url: str, modules: list[ModuleT
     def opened(db_url: str, *args, **kwargs):
         return _LentGradebook(gradebook) if db_url == url else Gradebook(db_url, *args, **kwargs)
 
+    before = [module.Gradebook for module in modules]  # the lender's, when nested
     for module in modules:
         module.Gradebook = opened
     try:
         yield
     finally:
-        for module in modules:
-            module.Gradebook = Gradebook
+        for module, previous in zip(modules, before, strict=True):
+            module.Gradebook = previous
 
 
 def kept_warm(step: type) -> type:
