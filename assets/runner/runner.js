@@ -123,11 +123,15 @@
     // starts at once instead of when the page's busy main thread delivers a posted message.
     // A page whose <head> started the first worker already (window.courseRunnerWorker, from
     // coursekit.runner.head_tags: it starts before this script is fetched) has it adopted here,
-    // with the events it got meanwhile.
+    // with the events it got meanwhile, if it was started from the same URL (worker and boot).
     spawn(first) {
-      const early = first.type === "boot" ? window.courseRunnerWorker : undefined;
-      delete window.courseRunnerWorker;
       const url = first.type === "boot" ? `${this.workerURL}#${encodeURIComponent(JSON.stringify(first))}` : this.workerURL;
+      let early = first.type === "boot" ? window.courseRunnerWorker : undefined;
+      delete window.courseRunnerWorker;
+      if (early && early.url !== url) { // booted differently from this script's own boot: not adopted
+        early.worker.terminate();
+        early = undefined;
+      }
       this.worker = early ? early.worker : new Worker(url, { type: "module" });
       this.onState("loading");
       this.ready = new Promise((resolve, reject) => {

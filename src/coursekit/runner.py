@@ -57,12 +57,13 @@ def head_tags(root: str, pyodide_url: str | None = None, config: str | None = No
     data-runner-config against the site root, not the page).
 
     Meant to be the first thing in `<head>`. A small inline script starts the worker, and with it
-    Pyodide, at once (runner.js adopts it as `window.courseRunnerWorker`, with the events it got
-    meanwhile); the worker then starts while the parser waits for runner.js instead of after it, when
-    the parser's long tasks (the page's ~280 KB of inline CSS, its first layout) hold up the main
-    thread the worker's start needs. runner.js is a classic (blocking) script: `async` let those tasks
-    delay the worker by up to a second. The stylesheet comes after it so the script does not wait for
-    it. `pyodide_url` (default: the site's own `assets/pyodide/`) may name another folder, e.g. a
+    Pyodide, at once. runner.js adopts it (`window.courseRunnerWorker`, with the events it got
+    meanwhile) when it was started from the URL runner.js would use, else ends it and starts its own.
+    The worker then starts while the parser waits for runner.js instead of after it, when the
+    parser's long tasks (the page's ~280 KB of inline CSS, its first layout) hold up the main thread
+    the worker's start needs. runner.js is a classic (blocking) script: `async` let those tasks
+    delay the worker by up to a second. The stylesheet comes after it so the script does not wait
+    for it. `pyodide_url` (default: the site's own `assets/pyodide/`) may name another folder, e.g. a
     CDN's `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
     """
     config_path = f"assets/runner/{config or CONFIG_NAME}"
@@ -72,11 +73,12 @@ def head_tags(root: str, pyodide_url: str | None = None, config: str | None = No
         "<script>(() => { /* the runner's worker, started before runner.js is fetched (runner.js adopts it) */\n"
         "  const at = (path) => new URL(path, location.href).href;\n"
         f"  const boot = {boot};\n"
-        f"  const worker = new Worker(at({json.dumps(root + 'assets/runner/runner-worker.js')}) + "
-        '"#" + encodeURIComponent(JSON.stringify(boot)), { type: "module" });\n'
+        f"  const url = at({json.dumps(root + 'assets/runner/runner-worker.js')}) + "
+        '"#" + encodeURIComponent(JSON.stringify(boot));\n'
+        '  const worker = new Worker(url, { type: "module" });\n'
         "  const events = [];\n"
         "  worker.onmessage = worker.onerror = (event) => { events.push(event); };\n"
-        "  window.courseRunnerWorker = { worker, events };\n"
+        "  window.courseRunnerWorker = { url, worker, events };\n"
         "})();</script>\n")
     extra = f' data-pyodide-url="{pyodide_url}"' if pyodide_url else ""
     extra += f' data-runner-config="{config_path}"' if config else ""

@@ -262,6 +262,25 @@ def test_the_editor_fills_its_column_on_a_bootstrap_styled_page(context, pages, 
     assert requests.off_host() == []
 
 
+def test_a_head_worker_booted_otherwise_is_ended_and_replaced(context, pages) -> None:
+    """runner.js adopts the worker the page's <head> started only if it was started from the URL
+    runner.js would use (worker and boot message); otherwise it ends it and starts its own."""
+    page = context.new_page()
+    page.add_init_script("""Object.defineProperty(window, "courseRunnerWorker", {
+      configurable: true, get() { return this.__early; },
+      set(early) {
+        early.url += "-other";
+        const terminate = early.worker.terminate.bind(early.worker);
+        early.worker.terminate = () => { window.__earlyEnded = true; terminate(); };
+        this.__early = early;
+      } });""")
+    widget = Widget(page, pages["preview"])
+    widget.wait_ready()
+    widget.type_code(CORRECT)
+    assert [status for status, _ in widget.check().values()] == ["pass"] * 3, "its own worker runs the checks"
+    assert page.evaluate("window.__earlyEnded === true"), "the head's worker was not ended"
+
+
 def test_code_shows_at_once_and_what_is_typed_before_the_editor_is_built_is_kept(context, pages) -> None:
     """Start-up: the page shows the code in a plain textarea and builds CodeMirror after Python has
     started (here held back by delaying editor.js); the worker is the one the page's <head> started."""
