@@ -76,10 +76,12 @@ lab: $(STAMP)
 # ---- checks
 test: system-test
 	$(PY) -m ruff check src tests bench
+	.venv/bin/lint-imports --config pyproject.toml  # the trust boundary: judge/ and records/ never import sandbox/
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench
+	.venv/bin/lint-imports --config pyproject.toml  # the trust boundary: judge/ and records/ never import sandbox/
 
 bench: system-test
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done

@@ -28,9 +28,9 @@ from coursekit.grading.preprocessors import (
     BlankSolutions,
     CapOutput,
     HideHiddenTests,
-    SandboxExecute,
     SanitizeStudentContent,
 )
+from coursekit.grading.sandbox.executor import SandboxExecute
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -58,7 +58,7 @@ c.ClearSolutions.text_stub = ""  # answer cells keep their prompt line (e.g. **ä
 # ---- autograde: submitted -> autograded (nbgrader's list with Execute -> SandboxExecute, + CapOutput)
 c.Autograde.autograde_preprocessors = [
     SandboxExecute,       # `coursekit grade` runs the steps before SaveAutoGrades in its workers, the rest in
-    IgnorePattern,        # its recorder (coursekit.grading.execute.worker_steps)
+    IgnorePattern,        # its recorder (coursekit.grading.course.worker_steps)
     ClearMetadataPreprocessor,
     CapOutput,            # before SaveAutoGrades, so the saved notebook is already small
     SanitizeStudentContent,  # no student script reaches formgrader or feedback

@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO / "tests" / "grading"))
 from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class  # noqa: E402
 
 from coursekit.grading.course import Course  # noqa: E402
-from coursekit.grading.release import release  # noqa: E402
+from coursekit.grading.intake.release import release  # noqa: E402
 
 COMPARE = 60  # write_class adds two students (two notebooks, bad id) to the kinds listed
 SIZES = (60, 240)

@@ -1,4 +1,4 @@
-"""Benchmark: the copy check's MinHash LSH (coursekit.grading.similarity.similar_pairs) vs comparing
+"""Benchmark: the copy check's MinHash LSH (coursekit.grading.records.similarity.similar_pairs) vs comparing
 every pair of answers, on synthetic classes of 500, 1000 and 2000 answers to one question.
 
 Answers are drawn from the test answers' words (so independent answers share topic words, as real ones
@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO / "tests" / "grading"))
 
 from answer_texts import INDEPENDENT, PARAPHRASED, QUESTIONS  # noqa: E402
 
-from coursekit.grading import similarity as S  # noqa: E402
+from coursekit.grading.records import similarity as S  # noqa: E402
 
 
 def synthetic_class(n: int, seed: int = 5) -> dict[str, set[str]]:

@@ -19,8 +19,8 @@ import resource
 import time
 from collections import Counter
 
-from coursekit.grading import sandbox
-from coursekit.grading.preprocessors import ARM_LINE
+from coursekit.grading.sandbox import bubblewrap as sandbox
+from coursekit.grading.sandbox.executor import ARM_LINE
 
 GRADER_ARGUMENTS = [f"--IPKernelApp.exec_lines={[ARM_LINE]!r}", "--IPKernelApp.log_level=CRITICAL",
                     "--HistoryManager.enabled=False"]

@@ -30,10 +30,11 @@ sys.path.insert(0, str(REPO / "tests" / "grading"))
 
 from submission_kinds import k_correct  # noqa: E402
 
-from coursekit.grading import execute, record  # noqa: E402
 from coursekit.grading.course import Course  # noqa: E402
-from coursekit.grading.ingest import Ingest  # noqa: E402
-from coursekit.grading.release import release  # noqa: E402
+from coursekit.grading.intake.ingest import Ingest  # noqa: E402
+from coursekit.grading.intake.release import release  # noqa: E402
+from coursekit.grading.records import record  # noqa: E402
+from coursekit.grading.sandbox import execute  # noqa: E402
 
 
 def cpu() -> tuple[float, float]:

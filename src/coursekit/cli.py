@@ -14,12 +14,13 @@ from coursekit.errors import CourseError
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "branches": ("coursekit.branches", "write exercises/, solutions/ and the nbgrader source from the lesson"),
-    "release": ("coursekit.grading.release", "generate the student version with nbgrader"),
+    "release": ("coursekit.grading.intake.release", "generate the student version with nbgrader"),
     "grade": ("coursekit.grading.grade", "autograde a folder or .zip of submissions and write the report"),
-    "check": ("coursekit.grading.check", "a student's self-check of one notebook (visible checks)"),
-    "report": ("coursekit.grading.report", "recompute the CSV report after manual grading"),
+    "check": ("coursekit.grading.sandbox.check", "a student's self-check of one notebook (visible checks)"),
+    "report": ("coursekit.grading.records.report", "recompute the CSV report after manual grading"),
     "formgrader": ("coursekit.grading.formgrader", "start nbgrader's formgrader on localhost"),
-    "export": ("coursekit.grading.export", "write the grades for an LMS gradebook import (Canvas, Moodle, CSV)"),
+    "export": ("coursekit.grading.records.export",
+               "write the grades for an LMS gradebook import (Canvas, Moodle, CSV)"),
     "site": ("coursekit.site", "render the site with Quarto, or the no-Quarto preview"),
     "lab": ("coursekit.lab", "start JupyterLab on localhost with the exercise notebook"),
 }

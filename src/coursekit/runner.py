@@ -8,7 +8,7 @@ script tag names it in data-runner-config), which `write_config` builds from:
 - the lesson: the starter code (`lesson.blank_code`) and the check groups (`Lesson.visible_checks`:
   the visible part of each test cell, the very asserts the autograder's visible tests run, and its
   `own_run` names, the variables whose points depend on the student's own run);
-- the grader's student-id rule (`coursekit.grading.ingest.STUDENT_ID`), so the page validates the
+- the grader's student-id rule (`coursekit.grading.intake.ingest.STUDENT_ID`), so the page validates the
   id the download is named after exactly as `make grade` will;
 - the nbgrader release notebook, which the "download notebook" button hands back with the editor's
   code as the source of the exercise cell (the lesson's grade id, e.g. `group_advantages`) and the
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
-from coursekit.grading.ingest import STUDENT_ID
+from coursekit.grading.intake.ingest import STUDENT_ID
 from coursekit.lesson import Lesson, parse_lesson
 
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "assets" / "runner"

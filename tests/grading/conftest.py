@@ -16,7 +16,7 @@ from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
-from coursekit.grading.release import release
+from coursekit.grading.intake.release import release
 
 REPO = Path(__file__).resolve().parents[2]
 CELL_TIMEOUT = "3"  # seconds; the infinite-loop submission costs two of these

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coursekit.grading.classreport import report_html
+from coursekit.grading.records.classreport import report_html
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

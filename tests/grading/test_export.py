@@ -1,4 +1,4 @@
-"""`coursekit export`: the roster and the Canvas / Moodle / CSV files (coursekit.grading.export)."""
+"""`coursekit export`: the roster and the Canvas / Moodle / CSV files (coursekit.grading.records.export)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from coursekit.cli import main
 from coursekit.errors import CourseError
 from coursekit.grading.course import Rubric
-from coursekit.grading.export import export_rows, read_roster
-from coursekit.grading.report import Row
+from coursekit.grading.records.export import export_rows, read_roster
+from coursekit.grading.records.report import Row
 
 # lesson 11's rubric (10 points, pass at 8), from its committed nbgrader source notebook
 RUBRIC = Rubric.of_notebook(Path(__file__).resolve().parents[2] / "autograder/source/lesson11/lesson11.ipynb", 8.0)

@@ -10,7 +10,7 @@ from bs4 import BeautifulSoup
 from nbgrader.converters import GenerateFeedback
 from traitlets.config import Config
 
-from coursekit.grading.feedback import NO_ALT_TEXT, SoupOnlyWhenNeeded, images_have_alt
+from coursekit.grading.records.feedback import NO_ALT_TEXT, SoupOnlyWhenNeeded, images_have_alt
 
 PNG = "iVBORw0KGgo="
 

@@ -31,8 +31,8 @@ from test_grading_commands import free_port
 from coursekit.cli import main
 from coursekit.grading.course import Course
 from coursekit.grading.formgrader import command
-from coursekit.grading.release import release
-from coursekit.grading.sandbox import SANDBOX_UID_BASE, unavailable_reason
+from coursekit.grading.intake.release import release
+from coursekit.grading.sandbox.bubblewrap import SANDBOX_UID_BASE, unavailable_reason
 
 pytestmark = pytest.mark.slow
 # Elements through which the student's content could run: any attribute, script or frame that

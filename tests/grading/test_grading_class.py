@@ -14,7 +14,7 @@ from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, expected
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
-from coursekit.grading.report import report_columns
+from coursekit.grading.records.report import report_columns
 
 ALL_KINDS = [*NOTEBOOK_KINDS, *FILE_KINDS, "two_notebooks", "unknown_id"]
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The lesson's hidden tests, run the way `coursekit grade` runs them (coursekit.grading.trusted):
+"""The lesson's hidden tests, run the way `coursekit grade` runs them (coursekit.grading.judge.trusted):
 each wrong implementation fails with its own message, which names the mistake it made (issue 13,
 item 2), and the hidden tests catch what the visible asserts miss (issue 3, item 2).
 
@@ -14,7 +14,8 @@ import types
 import pytest
 from submission_kinds import LESSON
 
-from coursekit.grading import kernel_side, trusted
+from coursekit.grading.judge import trusted
+from coursekit.grading.sandbox import kernel_side
 from coursekit.lesson import parse_lesson, strip_answer_markers, visible_test_code
 
 HEADER = "import math\n\ndef group_advantages(rewards, eps=1e-8):\n"

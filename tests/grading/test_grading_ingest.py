@@ -12,9 +12,9 @@ import pytest
 from conftest import make_course
 
 from coursekit.errors import CourseError
-from coursekit.grading import flags as F
-from coursekit.grading.ingest import find_candidates, read_notebook, restore_missing_cells, select_notebook
-from coursekit.grading.report import Row
+from coursekit.grading.intake.ingest import find_candidates, read_notebook, restore_missing_cells, select_notebook
+from coursekit.grading.judge import flags as F
+from coursekit.grading.records.report import Row
 
 
 @pytest.fixture

@@ -16,10 +16,11 @@ from conftest import REPO, read_rows
 from submission_kinds import k_correct
 
 from coursekit.cli import main
-from coursekit.grading import sandbox
 from coursekit.grading.course import Course
-from coursekit.grading.preprocessors import ARM_LINE, KERNEL, clean_markdown, sanitize_output
-from coursekit.grading.sandbox import HOME, Limits, SandboxKernelManager, unavailable_reason
+from coursekit.grading.preprocessors import clean_markdown, sanitize_output
+from coursekit.grading.sandbox import bubblewrap as sandbox
+from coursekit.grading.sandbox.bubblewrap import HOME, Limits, SandboxKernelManager, unavailable_reason
+from coursekit.grading.sandbox.executor import ARM_LINE, KERNEL
 
 REPORT = f"{KERNEL}.report()"  # the kernel's helper, as a user expression
 PROBE = r'''

@@ -30,8 +30,8 @@ from nbgrader.api import Gradebook
 from submission_kinds import NOTEBOOK_KINDS, expected
 
 from coursekit.cli import main
-from coursekit.grading import pool
 from coursekit.grading.course import Course
+from coursekit.grading.sandbox import pool
 
 pytestmark = pytest.mark.slow
 CELL_TIMEOUT = "3"  # as in conftest.graded_class
@@ -228,7 +228,8 @@ def test_a_grading_worker_keeps_no_thread_of_a_finished_notebook(released_course
     from submission_kinds import k_correct
     from traitlets.config import Config
 
-    from coursekit.grading import execute, record
+    from coursekit.grading.records import record
+    from coursekit.grading.sandbox import execute
 
     recorder = record.Recorder(released_course, Config(released_course.config))
     runner = execute.Runner(recorder.worker_config())
@@ -251,8 +252,8 @@ def test_the_recorder_lends_its_gradebook_to_nbgrader_steps(tmp_path, monkeypatc
     import nbgrader.api
     from traitlets.config import Config
 
-    from coursekit.grading import record
-    from coursekit.grading.release import release
+    from coursekit.grading.intake.release import release
+    from coursekit.grading.records import record
 
     course = make_course(tmp_path / "course")
     release(course)

@@ -15,8 +15,8 @@ from instructor_class import EXPECTED_COPY_FLAGS
 from nbgrader.api import Gradebook
 
 from coursekit.cli import main
-from coursekit.grading.classreport import mistakes_csv, report_html
 from coursekit.grading.course import Course
+from coursekit.grading.records.classreport import mistakes_csv, report_html
 
 pytestmark = pytest.mark.slow
 COPY_FLAGS = {"copied_reference", "similar_answers"}

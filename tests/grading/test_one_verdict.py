@@ -7,7 +7,7 @@ Every kind of submission in submission_kinds.py goes through all three:
   keep only their visible part — the lesson with its hidden blocks removed, except the block of a
   check scored on the student's own run (`#| own_run:`), which *is* that check. A check's grader
   verdict is "score > 0";
-- `make check` (coursekit.grading.check.check_notebook) on the same notebook file;
+- `make check` (coursekit.grading.sandbox.check.check_notebook) on the same notebook file;
 - the browser's Check (assets/runner) in headless Chromium, with the notebook's exercise cell in
   the editor.
 
@@ -31,9 +31,9 @@ from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class
 from coursekit import branches, runner
 from coursekit.cli import main
 from coursekit.errors import CourseError
-from coursekit.grading import check
-from coursekit.grading.ingest import read_notebook
-from coursekit.grading.release import release
+from coursekit.grading.intake.ingest import read_notebook
+from coursekit.grading.intake.release import release
+from coursekit.grading.sandbox import check
 from coursekit.lesson import parse_lesson
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""The copy check's measure and thresholds (coursekit.grading.similarity) on written answers that are
+"""The copy check's measure and thresholds (coursekit.grading.records.similarity) on written answers that are
 copied, lightly edited, paraphrased or independent (tests/grading/answer_texts.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 import pytest
 from answer_texts import CLASSMATE_EDITED, EDITED, INDEPENDENT, PARAPHRASED, QUESTIONS, references, site_text
 
-from coursekit.grading import similarity as S
+from coursekit.grading.records import similarity as S
 
 REFS = references()
 

@@ -21,7 +21,7 @@ from coursekit import preview, runner
 from coursekit.cli import main
 from coursekit.course_file import load_course
 from coursekit.grading.course import Course
-from coursekit.grading.report import report_columns
+from coursekit.grading.records.report import report_columns
 from coursekit.lesson import parse_lesson
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from coursekit import preview, runner
 from coursekit.cli import main
 from coursekit.course_file import load_course
 from coursekit.grading.course import CONFIG_FILE, Course
-from coursekit.grading.release import release
+from coursekit.grading.intake.release import release
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = load_course(ROOT / "course.yml").lesson("lesson11")  # the lesson these fixtures are shaped after

@@ -463,7 +463,7 @@ def test_quarto_page_attaches_to_the_course_runner_div(context, pages, requests)
                                                ("s" * 65, "invalid"), ("", "empty"), ("2024001", "valid"),
                                                ("s001.b-2_c", "valid")])
 def test_student_id_is_validated_as_typed_with_the_graders_rule(context, pages, typed, state) -> None:
-    from coursekit.grading.ingest import STUDENT_ID
+    from coursekit.grading.intake.ingest import STUDENT_ID
 
     assert (STUDENT_ID.fullmatch(typed) is not None) == (state == "valid")
     page = context.new_page()

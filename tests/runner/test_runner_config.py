@@ -15,7 +15,7 @@ from coursekit import runner
 from coursekit.course_file import load_course
 from coursekit.errors import CourseError
 from coursekit.grading.course import Course
-from coursekit.grading.ingest import STUDENT_ID
+from coursekit.grading.intake.ingest import STUDENT_ID
 from coursekit.lesson import parse_lesson, visible_test_code
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -186,3 +186,15 @@ def put_venv_on_path() -> None:
     bin_dir = os.path.dirname(sys.executable)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
+# The steps of nbgrader's autograde pipeline that a worker runs: everything before SaveAutoGrades
+# (execution, output clean-up and caps), so that only small notebooks travel back to the recorder.
+RECORDER_STEPS_FROM = "SaveAutoGrades"
+
+
+def worker_steps(autograde_preprocessors: list) -> tuple[list, list]:
+    """Split the configured autograde pipeline into (worker steps, recorder steps)."""
+    names = [step.__name__ for step in autograde_preprocessors]
+    cut = names.index(RECORDER_STEPS_FROM) if RECORDER_STEPS_FROM in names else len(names)
+    return list(autograde_preprocessors[:cut]), list(autograde_preprocessors[cut:])

@@ -35,14 +35,14 @@ from tqdm import tqdm
 from traitlets.config import Config
 
 from coursekit.errors import CourseError
-from coursekit.grading import flags as F
 from coursekit.grading.course import DEFAULT_ROOT, Course
-from coursekit.grading.ingest import Entry, Ingest
-from coursekit.grading.pool import DaskWorkers, LocalWorkers
-from coursekit.grading.record import Recorder
-from coursekit.grading.release import ensure_released
-from coursekit.grading.report import WRITER_MODULES, summary_line, write_report
-from coursekit.grading.sandbox import unavailable_reason
+from coursekit.grading.intake.ingest import Entry, Ingest
+from coursekit.grading.intake.release import ensure_released
+from coursekit.grading.judge import flags as F
+from coursekit.grading.records.record import Recorder
+from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_report
+from coursekit.grading.sandbox.bubblewrap import unavailable_reason
+from coursekit.grading.sandbox.pool import DaskWorkers, LocalWorkers
 
 INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it
 

@@ -40,11 +40,10 @@ from nbgrader.nbgraderformat.common import BaseMetadataValidator
 from nbgrader.preprocessors import CheckCellMetadata
 from traitlets.config import Config
 
-from coursekit.grading import flags as F
-from coursekit.grading.course import CONFIG_FILE, Course, put_venv_on_path
-from coursekit.grading.execute import worker_steps
-from coursekit.grading.feedback import FeedbackWriter
-from coursekit.grading.preprocessors import FINDINGS, error_output
+from coursekit.grading.course import CONFIG_FILE, Course, put_venv_on_path, worker_steps
+from coursekit.grading.judge import flags as F
+from coursekit.grading.judge.verdicts import FINDINGS, error_output
+from coursekit.grading.records.feedback import FeedbackWriter
 
 
 class Recorder:

@@ -1,7 +1,7 @@
 """The report's flags: what an instructor must look at, each as `name` or `name(detail)`.
 
 Flags are joined with `;` in the CSV, so details never contain `;`. Which flags are vetoes (the
-seed's 一票否决) is decided in `coursekit.grading.report`; see autograder/README.md.
+seed's 一票否决) is decided in `coursekit.grading.records.report`; see autograder/README.md.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ SUSPICIOUS_CODE = "suspicious_code"
 SANDBOX_VIOLATION = "sandbox_violation"
 UNSANDBOXED = "unsandboxed"
 VETO = "veto"
-COPIED_REFERENCE = "copied_reference"  # coursekit.grading.similarity: review only, never a score change
+COPIED_REFERENCE = "copied_reference"  # coursekit.grading.records.similarity: review only, never a score change
 SIMILAR_ANSWERS = "similar_answers"
 
 # Student code that could tamper with the grading kernel or reach outside it rather than solve the

@@ -33,9 +33,9 @@ from pathlib import Path
 
 from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
-from coursekit.grading import flags as F
 from coursekit.grading.course import DEFAULT_ROOT, Course, Rubric
-from coursekit.grading.report import Row, class_rows, find_lesson, report_columns
+from coursekit.grading.judge import flags as F
+from coursekit.grading.records.report import Row, class_rows, find_lesson, report_columns
 
 FORMATS = ("canvas", "moodle", "csv")
 FIELDS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email", "username",

@@ -23,8 +23,8 @@ from traitlets.config import Config
 
 from coursekit.course_file import load_course, resolve_lesson
 from coursekit.errors import CourseError
-from coursekit.grading.ingest import read_notebook
-from coursekit.grading.preprocessors import SandboxExecute
+from coursekit.grading.intake.ingest import read_notebook
+from coursekit.grading.sandbox.executor import SandboxExecute
 from coursekit.lesson import BLANK, VisibleCheck, parse_lesson
 
 MARK = "__coursekit_check__"

@@ -38,7 +38,7 @@ from pathlib import Path
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
-from coursekit.grading import kernel_side
+from coursekit.grading.sandbox import kernel_side
 
 HOME = "/home/student"
 INSIDE_SOCKETS = "/tmp/ck-kernel"  # the kernel's unix sockets: /tmp/ck-kernel-1 ... -5 in the sandbox

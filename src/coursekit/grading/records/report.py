@@ -1,12 +1,12 @@
 """`coursekit report`: the class CSV from the gradebook (manual grades and vetoes included), the
-class report (reports/<id>.html, reports/<id>_mistakes.csv: coursekit.grading.classreport), per lesson.
+class report (reports/<id>.html, reports/<id>_mistakes.csv: coursekit.grading.records.classreport), per lesson.
 
 Columns: student_id, one per test cell of the lesson (its test_id: lesson 11 has normal, boundary,
 aggregation), auto_total, manual_total, total, max_score, passed, flags (`report_columns`). The rubric
 is the lesson's (`Course.rubric`). passed is `no` when a veto applies or the pass score (course.yml) is
 out of reach, `pending` while a manual answer is ungraded, else `yes`/`no` by total >= pass score. The
 copy check's flags
-(copied_reference, similar_answers: coursekit.grading.similarity) never change a score.
+(copied_reference, similar_answers: coursekit.grading.records.similarity) never change a score.
 
 Vetoes (一票否决), shown as `veto(reason)` in flags:
 - an instructor comment in formgrader that starts with `一票否决:` / `一票否决：` / `VETO:` (any graded
@@ -39,10 +39,10 @@ from tqdm import tqdm
 
 from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
-from coursekit.grading import flags as F
-from coursekit.grading.autograded import Graded, read_class, release_prompts
 from coursekit.grading.course import DEFAULT_ROOT, Course, Rubric, project_course
-from coursekit.grading.feedback import FeedbackWriter
+from coursekit.grading.judge import flags as F
+from coursekit.grading.records.autograded import Graded, read_class, release_prompts
+from coursekit.grading.records.feedback import FeedbackWriter
 from coursekit.lesson import parse_lesson
 
 TOTAL_COLUMNS = ("auto_total", "manual_total", "total", "max_score", "passed", "flags")
@@ -131,12 +131,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-WRITER_MODULES = ("coursekit.grading.classreport", "coursekit.grading.similarity")  # matplotlib, datasketch
+# matplotlib, datasketch
+WRITER_MODULES = ("coursekit.grading.records.classreport", "coursekit.grading.records.similarity")
 
 
 def write_report(course: Course, lesson: Path | None = None) -> list[Row]:
     """reports/<assignment>.csv and the class report; return the rows."""
-    from coursekit.grading.classreport import write_class_report
+    from coursekit.grading.records.classreport import write_class_report
 
     lesson = find_lesson(course, lesson)
     rows, graded = class_rows(course, lesson)
@@ -161,7 +162,7 @@ def find_lesson(course: Course, lesson: Path | None) -> Path:
 
 def class_rows(course: Course, lesson: Path) -> tuple[list[Row], dict[str, Graded]]:
     """The rows with the copy check's flags, and what the graded notebooks hold."""
-    from coursekit.grading.similarity import copy_flags
+    from coursekit.grading.records.similarity import copy_flags
 
     rows = build_rows(course)
     graded = read_class(course, [r.student_id for r in rows if r.graded])

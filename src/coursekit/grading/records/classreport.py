@@ -6,7 +6,7 @@
   answer, vetoes, and every student's row. Opens from disk, offline.
 - reports/<id>_mistakes.csv — every diagnostic per check with its count and its students.
 
-A mistake is the diagnostic of a failed test cell (coursekit.grading.autograded): students are
+A mistake is the diagnostic of a failed test cell (coursekit.grading.records.autograded): students are
 grouped by (check, diagnostic); shared by COMMON or more students, it is a common mistake.
 """
 
@@ -27,16 +27,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 from jinja2 import Environment, FileSystemLoader, select_autoescape  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 
-from coursekit.grading import flags as F  # noqa: E402
-from coursekit.grading.autograded import Graded  # noqa: E402
 from coursekit.grading.course import Course, Rubric  # noqa: E402
+from coursekit.grading.judge import flags as F  # noqa: E402
+from coursekit.grading.records.autograded import Graded  # noqa: E402
 from coursekit.lesson import Lesson  # noqa: E402
 
 COMMON = 2
 MISTAKE_COLUMNS = ("check", "title", "diagnostic", "count", "students")
 CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Serif CJK SC", "WenQuanYi Zen Hei", "SimHei")
 STATES = (("yes", "通过", "#2e7d32"), ("no", "未通过", "#c62828"), ("pending", "待人工评分", "#f9a825"))
-TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
 
 def report_html(course: Course) -> Path:

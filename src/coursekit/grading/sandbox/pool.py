@@ -31,7 +31,7 @@ def _failure(exc: BaseException) -> str:
 
 def _serve(conn: Connection, config: Config) -> None:
     """A local worker: run the tasks sent over conn until None or the pipe closes."""
-    from coursekit.grading.execute import Runner
+    from coursekit.grading.sandbox.execute import Runner
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for `coursekit grade`, which then stops us
     runner = Runner(config)
@@ -65,7 +65,7 @@ class LocalWorkers:
     (macOS's default, Windows) spawns them instead, and each imports coursekit once."""
 
     def __init__(self, jobs: int, config: Config):
-        import coursekit.grading.execute  # noqa: F401 (loaded once here, inherited by every worker)
+        import coursekit.grading.sandbox.execute  # noqa: F401 (loaded once here, inherited by every worker)
 
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         self.workers = []
@@ -141,7 +141,7 @@ class DaskWorkers:
     def map(self, tasks: Iterator[Task]) -> Iterator[Result]:
         from distributed import as_completed
 
-        from coursekit.grading.execute import run_on_dask_worker
+        from coursekit.grading.sandbox.execute import run_on_dask_worker
 
         tasks = iter(tasks)
         futures = self.futures = as_completed()

@@ -2,7 +2,7 @@
 
 A task is plain data: a sanitised notebook (JSON text) in, the executed notebook (JSON text, outputs
 already capped) out. A worker never opens the gradebook or the course folder, so the same function
-runs in the local pool (`coursekit.grading.pool`) or on any machine of a Dask cluster; the trusted
+runs in the local pool (`coursekit.grading.sandbox.pool`) or on any machine of a Dask cluster; the trusted
 recorder in the `coursekit grade` process is the only writer.
 
 Each worker keeps one kernel started ahead: while a submission runs, the kernel for the next one
@@ -25,19 +25,9 @@ import nbformat
 from jupyter_core.utils import run_sync
 from traitlets.config import Config
 
-from coursekit.grading.preprocessors import SandboxExecute
-from coursekit.grading.sandbox import KernelZygote, become_subreaper
-
-# The steps of nbgrader's autograde pipeline that a worker runs: everything before SaveAutoGrades
-# (execution, output clean-up and caps), so that only small notebooks travel back to the recorder.
-RECORDER_STEPS_FROM = "SaveAutoGrades"
-
-
-def worker_steps(autograde_preprocessors: list) -> tuple[list, list]:
-    """Split the configured autograde pipeline into (worker steps, recorder steps)."""
-    names = [step.__name__ for step in autograde_preprocessors]
-    cut = names.index(RECORDER_STEPS_FROM) if RECORDER_STEPS_FROM in names else len(names)
-    return list(autograde_preprocessors[:cut]), list(autograde_preprocessors[cut:])
+from coursekit.grading.course import worker_steps
+from coursekit.grading.sandbox.bubblewrap import KernelZygote, become_subreaper
+from coursekit.grading.sandbox.executor import SandboxExecute
 
 
 @dataclass

@@ -29,8 +29,8 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 
 from coursekit.errors import CourseError
-from coursekit.grading import flags as F
 from coursekit.grading.course import Course, Rubric
+from coursekit.grading.judge import flags as F
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 IGNORED_PARTS = ("__MACOSX", ".ipynb_checkpoints")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from datasketch import MinHash, MinHashLSH
 
-from coursekit.grading.flags import COPIED_REFERENCE, SIMILAR_ANSWERS, flag
+from coursekit.grading.judge.flags import COPIED_REFERENCE, SIMILAR_ANSWERS, flag
 
 SHINGLE = 2                # characters per shingle: about one Chinese word
 MIN_CHARS = 40             # shorter normalised answers are not compared

@@ -1,0 +1,1 @@
+"""What comes in before grading: the release and the submissions (folders and LMS zips)."""
