@@ -280,8 +280,26 @@ def c_conclusion(sweep: dict) -> str:
     if outcome == "noise":
         return (f"response-mean 与 {others} 的组内长度差之差在 Holm 校正后都不显著：这个玩具任务上测不出 "
                 "response-mean 相对其他聚合的长度偏置（测不出不等于没有）。偏置大小取决于任务与模型。")
-    return ("各配对差的结论不一致（有的显著、有的不显著或方向相反，见上）：不能笼统地说 response-mean "
-            "有或没有长度偏置。偏置大小取决于任务与模型。")
+    tests = sweep["gap_holm"]["tests"]
+    larger = [k for k in pairs if tests[k]["reject"] and pairs[k]["mean"] > 0]
+    smaller = [k for k in pairs if tests[k]["reject"] and pairs[k]["mean"] < 0]
+    unclear = [k for k in pairs if not tests[k]["reject"]]
+    length = sweep["modes"]["response_mean"]["final_len"]["mean"]
+
+    def names(keys: list[str]) -> str:
+        return "、".join(MODES[k.split("-")[1]] for k in keys)
+    parts = []
+    if larger:
+        first = pairs[larger[0]]["mean"]
+        parts.append(f"response-mean 下答错与答对回答的长度差比 {names(larger)} 大，Holm 校正后显著，方向与 Dr. GRPO "
+                     f"的预言一致（比 {names(larger[:1])} 多 {first:+.2f} 个 token，约为 response-mean 最终平均长度 "
+                     f"{length:.1f} 的 {_pct(first / length)}）")
+    if smaller:
+        parts.append(f"比 {names(smaller)} 小，校正后显著，方向与预言相反")
+    if unclear:
+        parts.append(f"与 {names(unclear)} 的差校正后不显著")
+    return ("；".join(parts) + "：偏置只在部分比较中看得到，不能说 response-mean 比其他聚合都更偏向让答错的回答变长。"
+            "偏置大小取决于任务与模型。")
 
 
 def section_c(sweep: dict) -> str:
