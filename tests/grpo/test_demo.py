@@ -184,24 +184,44 @@ def test_section_b_shows_two_horizons_and_the_curves():
     assert len(b["seeds"]) >= 5
 
 
+def holm_adjusted(p: dict[str, float]) -> dict[str, float]:
+    """Holm's adjusted p-values, written out here apart from grpolab.experiments.holm."""
+    names, out, running = sorted(p, key=p.get), {}, 0.0
+    for j, k in enumerate(names):
+        running = max(running, min(1.0, (len(p) - j) * p[k]))
+        out[k] = running
+    return out
+
+
 def test_the_lesson_points_to_the_summary_and_agrees_with_section_c():
+    """The lesson's length-bias sentence quotes the between-mode paired differences of section (c), each
+    recomputed here with scipy's paired t-test and Holm's correction over the family."""
+    from scipy import stats
+
     lesson = LESSON.read_text(encoding="utf-8")
     link = f"../lessons/lesson11_grpo_demo.html#{demo_text.SUMMARY_ANCHOR}"
     assert f"]({link})" in lesson, "the lesson links the demo's closing section"
     assert f'<a id="{demo_text.SUMMARY_ANCHOR}"></a>' in "".join(c.source for c in notebook().cells)
     sentence = next(line for line in lesson.splitlines() if "演示笔记本 (c) 节" in line)
     modes = committed("c")["modes"]
-    gap = modes["response_mean"]["gap_within"]
-    lo, hi = ci(modes["response_mean"]["gap_within_per_seed"])
-    verdict = "在种子噪声之内" if lo <= 0 <= hi else "超出种子噪声"
-    assert f"{gap['mean']:+.2f} 个 token（{gap['n']} 个配对种子，95% CI [{lo:+.2f}, {hi:+.2f}]，{verdict}" in sentence
-    share = round(100 * gap["mean"] / modes["response_mean"]["final_len"]["mean"])
-    assert f"约 {share}%" in sentence, "the share of the mean length"
-    others = re.search(r"(token-mean 与 fixed-length|token-mean|fixed-length) 的组内差在种子噪声之内", sentence)
-    for mode in ("token_mean", "fixed_length"):
-        if others and demo_text.MODES[mode] in others[1]:
-            lo, hi = ci(modes[mode]["gap_within_per_seed"])
-            assert lo <= 0 <= hi, f"the lesson says {mode} is within noise"
+    rm = modes["response_mean"]["gap_within_per_seed"]
+    others = ("token_mean", "fixed_length")
+    p = {m: float(stats.ttest_rel(rm, modes[m]["gap_within_per_seed"]).pvalue) for m in others}
+    adjusted = holm_adjusted(p)
+    for m in others:
+        diff = [a - b for a, b in zip(rm, modes[m]["gap_within_per_seed"], strict=True)]
+        lo, hi = ci(diff)
+        shown = "p < 0.001" if adjusted[m] < 0.001 else f"p = {adjusted[m]:.3f}"
+        assert (f"response-mean − {demo_text.MODES[m]} {statistics.fmean(diff):+.2f} 个 token（95% CI [{lo:+.2f}, "
+                f"{hi:+.2f}]，{sum(d > 0 for d in diff)}/{len(diff)} 个种子为正，Holm 校正 {shown}，"
+                f"{'显著' if adjusted[m] <= 0.05 else '不显著'}") in sentence, m
+    if adjusted["token_mean"] <= 0.05:
+        diff_tm = statistics.fmean(rm) - statistics.fmean(modes["token_mean"]["gap_within_per_seed"])
+        share = round(100 * diff_tm / modes["response_mean"]["final_len"]["mean"])
+        assert f"约为 response-mean 平均长度的 {share}%" in sentence
+    significant = [demo_text.MODES[m] for m in others if adjusted[m] <= 0.05]
+    if len(significant) == 1:
+        assert f"偏置只在与 {significant[0]} 的比较中看得到" in sentence
 
 
 # ---- exact on every CPU ------------------------------------------------------------------------------
