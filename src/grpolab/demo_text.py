@@ -85,7 +85,7 @@ def _holm_diff(sp: dict, test: dict, fmt: str = "+.3f") -> str:
     """'+0.58（95% CI [a, b]，5/5 个种子为正，Holm 校正 p = 0.01，显著）': one test of a Holm family."""
     if test["p_holm"] is None:
         return f"{_num(sp['mean'], fmt)}（种子太少，无法检验）"
-    return (f"{_num(sp['mean'], fmt)}（{_ci(sp, fmt)}，{sp['positive']}/{sp['n']} 个种子为正，Holm 校正 "
+    return (f"{_num(sp['mean'], fmt)}（未校正 {_ci(sp, fmt)}，{sp['positive']}/{sp['n']} 个种子为正，Holm 校正 "
             f"{_p(test['p_holm'])}，{'显著' if test['reject'] else '不显著'}）")
 
 
@@ -174,7 +174,7 @@ def kl_location(run: dict) -> str:
             f"没有哪一种 token 占一半以上，最多的是{KINDS[top]} token")
     pair = run["pairs"]["kl_answer-kl_scratch"]
     per_token = {
-        "positive": "每个答案 token 的 KL 比每个草稿 token 高 {d}：与“奖励只看答案”一致，策略在答案上改得最多",
+        "positive": "每个答案 token 的 KL 比每个草稿 token 高 {d}：与“奖励只看答案”一致",
         "negative": "每个草稿 token 的 KL 比每个答案 token 高（答案 − 草稿 = {d}）",
         "noise": "每个答案 token 与每个草稿 token 的 KL 之差 {d}",
         "unknown": "每个答案 token 与每个草稿 token 的 KL 之差 {d}",

@@ -212,8 +212,8 @@ def test_the_lesson_points_to_the_summary_and_agrees_with_section_c():
         diff = [a - b for a, b in zip(rm, modes[m]["gap_within_per_seed"], strict=True)]
         lo, hi = ci(diff)
         shown = "p < 0.001" if adjusted[m] < 0.001 else f"p = {adjusted[m]:.3f}"
-        assert (f"response-mean − {demo_text.MODES[m]} {statistics.fmean(diff):+.2f} 个 token（95% CI [{lo:+.2f}, "
-                f"{hi:+.2f}]，{sum(d > 0 for d in diff)}/{len(diff)} 个种子为正，Holm 校正 {shown}，"
+        assert (f"response-mean − {demo_text.MODES[m]} {statistics.fmean(diff):+.2f} 个 token（未校正 95% CI "
+                f"[{lo:+.2f}, {hi:+.2f}]，{sum(d > 0 for d in diff)}/{len(diff)} 个种子为正，Holm 校正 {shown}，"
                 f"{'显著' if adjusted[m] <= 0.05 else '不显著'}") in sentence, m
     if adjusted["token_mean"] <= 0.05:
         diff_tm = statistics.fmean(rm) - statistics.fmean(modes["token_mean"]["gap_within_per_seed"])

@@ -82,7 +82,7 @@ def test_bias_present_in_the_paired_difference_is_reported_even_when_each_gap_is
     assert demo_text.verdict(sweep["modes"]["response_mean"]["gap_within"]) == "noise"
     text = demo_text.section_c(sweep)
     assert "看到了长度偏置" in demo_text.c_conclusion(sweep)
-    assert "response-mean − token-mean +0.58（95% CI [" in text and "5/5 个种子为正" in text
+    assert "response-mean − token-mean +0.58（未校正 95% CI [" in text and "5/5 个种子为正" in text
     assert "测不出" not in text
 
 
