@@ -224,6 +224,35 @@ def test_the_lesson_points_to_the_summary_and_agrees_with_section_c():
         assert f"偏置只在与 {significant[0]} 的比较中看得到" in sentence
 
 
+def test_the_best_g_claim_holds_after_holm_recomputed_here():
+    """"G = x is best" at a horizon is said only when the best G's paired difference to every other G
+    survives Holm's correction, recomputed here with scipy from the stored per-seed accuracies."""
+    from scipy import stats
+
+    b = committed("b")
+    text = demo_text.section_b(b)
+    for h in map(str, b["horizons"]):
+        acc = {r["G"]: r["acc_per_seed"][h] for r in b["table"]}
+        best = max(acc, key=lambda g: statistics.fmean(acc[g]))
+        adjusted = holm_adjusted({g: float(stats.ttest_rel(acc[best], acc[g]).pvalue) for g in acc if g != best})
+        line = next(line for line in text.splitlines() if line.startswith(f"- **第 {h} 步**"))
+        assert f"最高的 G = {best}（" in line
+        assert (f"可以说 G = {best} 最好" in line) == all(p <= 0.05 for p in adjusted.values()), h
+        assert (f"不能说 G = {best} 最好" in line) == any(p > 0.05 for p in adjusted.values()), h
+
+
+def test_every_section_stores_the_config_and_seeds_it_ran_with():
+    """All run parameters (adv_eps, G, beta, lengths, ...) are stored unrounded: the old rounding stored
+    adv_eps = 1e-8 as 0.0."""
+    cfgs = ex.demo_configs(device="cpu")
+    for letter in "abce":
+        assert committed(letter)["config"] == dataclasses.asdict(cfgs[letter]), letter
+        assert committed(letter)["seeds"] == [0, 1, 2, 3, 4], letter
+    d = committed("d")
+    assert d["config"] == dataclasses.asdict(dataclasses.replace(cfgs["d"], batch_prompts=len(d["sigma"])))
+    assert committed("a")["config"]["adv_eps"] == 1e-8
+
+
 # ---- exact on every CPU ------------------------------------------------------------------------------
 def test_section_a_step_0_matches_committed():
     cfg = ex.demo_configs(device="cpu")["a"]
