@@ -6,7 +6,7 @@ tool's read_file:
 
 - VERL: volcengine/verl, verl/trainer/ppo/core_algos.py @ 012be9d9dcb7c38499f23616142870d2682757fc
   (compute_grpo_outcome_advantage, compute_rloo_outcome_advantage, agg_loss,
-  compute_policy_loss_vanilla, kl_penalty). ``verl_F.masked_mean`` lives in
+  compute_policy_loss_vanilla, compute_policy_loss_gspo, kl_penalty). ``verl_F.masked_mean`` lives in
   verl/utils/torch_functional.py, not read at that commit: transcribed as sum(x * mask) / sum(mask).
 - TRL: huggingface/trl, trl/trainer/grpo_trainer.py @ 000bb3dbb6e3bd0288068c5ad73bb11e4f69dca1
   (GRPOTrainer._generate_and_score_completions: advantages; GRPOTrainer._compute_loss: clip, k3, loss_type).
@@ -23,7 +23,17 @@ import pytest
 import torch
 
 from grpolab.advantages import compute_advantages
-from grpolab.losses import KL_ESTIMATORS, aggregate_loss, clipped_surrogate, k1_kl, k2_kl, k3_kl
+from grpolab.losses import (
+    GSPO_EPS_HIGH,
+    GSPO_EPS_LOW,
+    KL_ESTIMATORS,
+    aggregate_loss,
+    clipped_surrogate,
+    k1_kl,
+    k2_kl,
+    k3_kl,
+    sequence_log_ratio,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONVENTIONS = ROOT / "docs" / "conventions.md"
@@ -272,6 +282,36 @@ def test_clipping_matches_trl_and_verl_up_to_the_dual_clip():
         trl = trl_loss(log_ratio[row:row + 1], torch.zeros_like(log_ratio[row:row + 1]), log_ratio[row:row + 1],
                        adv[row:row + 1], mask[row:row + 1], 0.2, 0.28, 0.0, "bnpo", 41)
         assert torch.allclose(trl, ours[row].mean(), atol=1e-12)
+
+
+def verl_gspo_loss(old_log_prob, log_prob, advantages, response_mask, clip_low, clip_high):
+    """compute_policy_loss_gspo: token-level combined ratio sg[s_i] * pi / sg[pi], seq-mean-token-mean."""
+    negative_approx_kl = log_prob - old_log_prob
+    seq_lengths = torch.sum(response_mask, dim=-1).clamp(min=1)
+    negative_approx_kl_seq = torch.sum(negative_approx_kl * response_mask, dim=-1) / seq_lengths
+    log_seq_importance_ratio = log_prob - log_prob.detach() + negative_approx_kl_seq.detach().unsqueeze(-1)
+    seq_importance_ratio = torch.exp(torch.clamp(log_seq_importance_ratio, max=10.0))
+    pg_losses1 = -advantages * seq_importance_ratio
+    pg_losses2 = -advantages * torch.clamp(seq_importance_ratio, 1 - clip_low, 1 + clip_high)
+    return verl_agg_loss(torch.maximum(pg_losses1, pg_losses2), response_mask, "seq-mean-token-mean")
+
+
+def test_gspo_sequence_ratio_has_verls_value_and_gradient():
+    """grpolab's GSPO (``ratio_level="sequence"``: one geometric-mean ratio per response, clipped, mean
+    over responses) and verl's token-level form with stop-gradients give the same loss and the same
+    gradient: d s_i = s_i * mean_t d log pi_t either way."""
+    gen = torch.Generator().manual_seed(4)
+    _, mask = token_batch(n=8, t=6, seed=5)
+    logp = (-torch.rand(8, 6, generator=gen, dtype=torch.float64) * 2).requires_grad_(True)
+    old = logp.detach() + torch.randn(8, 6, generator=gen, dtype=torch.float64) * 1e-3
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 0.3, -0.3], dtype=torch.float64)
+    ours, clipped = clipped_surrogate(sequence_log_ratio(logp, old, mask), adv, GSPO_EPS_LOW, GSPO_EPS_HIGH)
+    assert bool(clipped.any()) and not bool(clipped.all()), "the case exercises both branches"
+    (g_ours,) = torch.autograd.grad(ours.mean(), logp)
+    verl = verl_gspo_loss(old, logp, adv.unsqueeze(-1).expand(8, 6), mask.double(), GSPO_EPS_LOW, GSPO_EPS_HIGH)
+    (g_verl,) = torch.autograd.grad(verl, logp)
+    assert torch.allclose(ours.mean(), verl, atol=1e-12)
+    assert torch.allclose(g_ours, g_verl, atol=1e-12)
 
 
 # ---- KL estimators ---------------------------------------------------------------------------------------
