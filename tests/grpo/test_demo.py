@@ -253,6 +253,13 @@ def test_every_section_stores_the_config_and_seeds_it_ran_with():
     assert committed("a")["config"]["adv_eps"] == 1e-8
 
 
+def test_the_lesson_quotes_section_d_as_stored():
+    """The std-weighting erratum quotes the first σ bin of section (d) (exact on every CPU)."""
+    low = committed("d")["bins"][0]
+    assert (f"σ ≤ {low['hi']} 的组平均权重 GRPO {low['weight_grpo']:.3f}、只减均值 {low['weight_dr_grpo']:.3f}"
+            f"（比值 {low['ratio']:.2f}）") in LESSON.read_text(encoding="utf-8")
+
+
 # ---- exact on every CPU ------------------------------------------------------------------------------
 def test_section_a_step_0_matches_committed():
     cfg = ex.demo_configs(device="cpu")["a"]
