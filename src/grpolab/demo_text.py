@@ -3,8 +3,12 @@ the numbers each section stores (the rounded dicts of assets/figs/demo_*.json), 
 
 Every function takes the stored dict(s) and returns Markdown (or plain alt text). The notebook shows
 what these return; tests render them again from the committed JSON and compare with the committed
-notebook, so a sentence cannot drift from its numbers. A difference is called real only when its
-paired 95% confidence interval over seeds excludes 0, and "within noise" otherwise.
+notebook, so a sentence cannot drift from its numbers. Each sentence that states an effect names its
+test: a single difference is called real only when its paired 95% confidence interval over seeds
+excludes 0 ("within noise" otherwise); where several comparisons back one claim ("G = 4 is best",
+"response-mean lengthens wrong answers more than the other modes") the claim needs every one of them
+rejected after Holm's correction; "exactly equal" needs the flag computed on the unrounded values.
+The run parameters quoted are read from the ``config`` each result stores.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from collections.abc import Sequence
 SUMMARY_ANCHOR = "demo-summary"  # the lesson links here: lessons/lesson11_grpo_demo.html#demo-summary
 MODES = {"response_mean": "response-mean", "token_mean": "token-mean", "fixed_length": "fixed-length"}
 ESTIMATORS = {"grpo": "GRPO", "dr_grpo": "Dr. GRPO", "rloo": "RLOO"}
+KINDS = {"answer": "答案", "scratch": "草稿", "eos": "EOS"}
 
 
 # ---- formatting helpers ----------------------------------------------------------------------------
@@ -60,9 +65,57 @@ def _range(values: Sequence[float], fmt: str) -> str:
     return f"从 {lo} 到 {hi}" if "+" in fmt else f"{lo}–{hi}"
 
 
-def _exact_or(x: float, fmt: str, why: str) -> str:
-    """'0，逐位相等' for an exact zero, else the number and where its rounding comes from."""
-    return "0，逐位相等" if x == 0 else f"{format(x, fmt)}，来自 {why}"
+def _exact_or(x: float, exact: bool, fmt: str, why: str) -> str:
+    """'0，逐位相等' when ``exact`` (decided on the unrounded values before storing), else the stored
+    deviation and where it comes from; a nonzero deviation is never called exact."""
+    if exact:
+        if x != 0:
+            raise ValueError(f"exact flag set but the stored deviation is {x!r}")
+        return "0，逐位相等"
+    return f"{format(x, fmt)}，来自 {why}"
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "p 无法计算"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _holm_diff(sp: dict, test: dict, fmt: str = "+.3f") -> str:
+    """'+0.58（95% CI [a, b]，5/5 个种子为正，Holm 校正 p = 0.01，显著）': one test of a Holm family."""
+    if test["p_holm"] is None:
+        return f"{_num(sp['mean'], fmt)}（种子太少，无法检验）"
+    return (f"{_num(sp['mean'], fmt)}（未校正 {_ci(sp, fmt)}，{sp['positive']}/{sp['n']} 个种子为正，Holm 校正 "
+            f"{_p(test['p_holm'])}，{'显著' if test['reject'] else '不显著'}）")
+
+
+def holm_outcome(family: dict, pairs: dict) -> str:
+    """The joint outcome of a Holm family of paired differences: 'positive' (all rejected, all > 0),
+    'negative' (all rejected, all < 0), 'noise' (none rejected), 'mixed', or 'unknown' (too few seeds
+    or no test)."""
+    tests = family["tests"]
+    if not tests or any(t["p_holm"] is None for t in tests.values()):
+        return "unknown"
+    outcomes = {("positive" if pairs[k]["mean"] > 0 else "negative") if t["reject"] else "noise"
+                for k, t in tests.items()}
+    return outcomes.pop() if len(outcomes) == 1 else "mixed"
+
+
+def run_parameters(cfg: dict, seeds: Sequence[int], keys: Sequence[str], varied: dict[str, str] | None = None) -> str:
+    """'本节参数（读自保存的结果）：G = 8，…': the stored config's values for ``keys``; ``varied``
+    replaces the entries of the fields that differ between the arms of a comparison."""
+    t = cfg["task"]
+    items = {
+        "G": f"G = {cfg['group_size']}", "B": f"B = {cfg['batch_prompts']}", "K": f"K = {cfg['inner_updates']}",
+        "steps": f"{cfg['steps']} 步", "lr": f"lr = {cfg['lr']:g}",
+        "clip": f"ε_low / ε_high = {cfg['eps_low']:g} / {cfg['eps_high']:g}", "beta": f"β = {cfg['kl_coef']:g}",
+        "advantage": f"优势 {ESTIMATORS.get(cfg['advantage'], cfg['advantage'])}",
+        "aggregation": f"聚合 {MODES.get(cfg['aggregation'], cfg['aggregation'])}",
+        "adv_eps": f"adv_eps = {cfg['adv_eps']:g}",
+        "task": f"{t['num_prompts']} 个 prompt、{t['num_digits']} 个答案数字、回答最长 {t['max_len']} token",
+        "seeds": f"种子 {', '.join(map(str, seeds))}" if seeds else f"种子 {cfg['seed']}",
+    } | (varied or {})
+    return "本节参数（读自保存的结果）：" + "，".join(items[k] for k in keys) + "。"
 
 
 # ---- (a) ---------------------------------------------------------------------------------------------
@@ -80,12 +133,6 @@ def section_a(run: dict) -> str:
     start_shape = ("多数 prompt 一开始就“全错”，有对有错的组是少数" if wrong > 0.5 else
                    "有对有错的组占多数" if mixed > 0.5 else "全错、全对与混合的组都不占多数")
     ka, ks, ke = ps["kl_answer"][0], ps["kl_scratch"][0], ps["kl_eos"][0]
-    if ps["kl_share_scratch"][0] + ps["kl_share_eos"][0] > 0.5:
-        kl_where = ("KL 总量主要在草稿和 EOS token 上（它们数量多），但每个答案 token 的漂移比每个草稿 token 大："
-                    "奖励只看答案，策略在答案上改得最多" if ka > ks else
-                    "KL 总量和每 token 的漂移都主要在与奖励无关的草稿/EOS token 上")
-    else:
-        kl_where = "KL 总量主要在答案 token 上"
     spread_note = (f"{s} 个种子第 {n} 步：{_pm(sm['final_acc'])}（均值 ± 样本标准差，ddof = 1），"
                    f"范围 {sm['final_acc']['min']:.3f}–{sm['final_acc']['max']:.3f}" if s > 1 else "只跑了 1 个种子")
     return "\n".join([
@@ -108,10 +155,32 @@ def section_a(run: dict) -> str:
         f"- **KL**：每 token 的 k3 KL（第 1–{n} 步）中位数 {ps['kl_median'][0]:.2f}，10%–90% 分位 "
         f"{ps['kl_p10'][0]:.2f}–{ps['kl_p90'][0]:.2f}，最高 {ps['kl_max'][0]:.2f}（第 {ps['kl_argmax_step'][0]} 步）；"
         f"{s} 个种子的中位数 {_range(ps['kl_median'], '.2f')}。按 token 种类（全程平均，每个 token）：答案 token "
-        f"{ka:.2f}、草稿 token {ks:.2f}、EOS {ke:.2f}；KL 总量中答案 token 占 {_pct(ps['kl_share_answer'][0])}、"
-        f"草稿 {_pct(ps['kl_share_scratch'][0])}、EOS {_pct(ps['kl_share_eos'][0])}。{kl_where}。"
+        f"{ka:.2f}、草稿 token {ks:.2f}、EOS {ke:.2f}。{kl_location(run)}"
         f"β = {cfg['kl_coef']:g} 很小，这里没有调它。",
+        "- " + run_parameters(cfg, seeds, ("G", "B", "K", "steps", "lr", "clip", "beta", "advantage", "aggregation",
+                                           "adv_eps", "task", "seeds")),
     ])
+
+
+def kl_location(run: dict) -> str:
+    """Where the KL sits, by token kind: the shares of the narrated seed in the order of the table (a
+    kind holds "most" of it only above one half), and the per-token answer-vs-scratch comparison from
+    its paired difference over seeds."""
+    ps, seed = run["per_seed"], run["seeds"][0]
+    order = sorted(KINDS, key=lambda k: -ps[f"kl_share_{k}"][0])
+    top, top_share = order[0], ps[f"kl_share_{order[0]}"][0]
+    shares = "、".join(f"{KINDS[k]} {_pct(ps[f'kl_share_{k}'][0])}" for k in order)
+    mass = (f"一半以上在{KINDS[top]} token 上" if top_share > 0.5 else
+            f"没有哪一种 token 占一半以上，最多的是{KINDS[top]} token")
+    pair = run["pairs"]["kl_answer-kl_scratch"]
+    per_token = {
+        "positive": "每个答案 token 的 KL 比每个草稿 token 高 {d}：与“奖励只看答案”一致",
+        "negative": "每个草稿 token 的 KL 比每个答案 token 高（答案 − 草稿 = {d}）",
+        "noise": "每个答案 token 与每个草稿 token 的 KL 之差 {d}",
+        "unknown": "每个答案 token 与每个草稿 token 的 KL 之差 {d}",
+    }[verdict(pair)].format(d=f"{_diff(pair)}，{pair['positive']}/{pair['n']} 个种子为正")
+    return (f"KL 总量（按 token 求和）的份额从大到小：{shares}（种子 {seed}），{mass}。"
+            f"{len(run['seeds'])} 个种子配对比较：{per_token}。")
 
 
 # ---- (b) ---------------------------------------------------------------------------------------------
@@ -132,25 +201,46 @@ def section_b(sweep: dict) -> str:
         f"- **曲线仍在上升**：最后 20 步各 G 的准确率平均上升 {min(rises):+.3f} 到 {max(rises):+.3f}"
         "（见中图），所以下面的排序只对这个训练长度成立。",
     ]
-    bests = []
+    tops, supported = [], []
     for h in sweep["horizons"]:
         rk = sweep["ranking"][str(h)]
         order = rk["order"]
-        bests.append(order[0])
-        line = (f"- **第 {h} 步**：从好到差 G = {', '.join(map(str, order))}；最好的 G = {order[0]}"
-                f"（{_pm(by_g[order[0]]['acc'][str(h)])}）")
-        if rk["best_minus_second"] is not None:
-            line += f"，比第二的 G = {order[1]} 高 {_diff(rk['best_minus_second'])}"
-            real = [f"G = {a} 与 G = {b}" for a, b, p in zip(order, order[1:], rk["adjacent"], strict=False)
-                    if verdict(p) in ("positive", "negative")]
-            line += ("。排名相邻的两个 G 之差超出种子噪声的：" + "、".join(real) if real else
-                     "。排名相邻的两个 G 之差都在种子噪声之内")
-        lines.append(line + "。")
-    same = len(set(bests)) == 1
-    lines.append(f"- 两个长度下最好的 G {'相同' if same else '不同'}（{' → '.join(f'G = {b}' for b in bests)}）。"
+        tops.append(order[0])
+        supported.append(holm_outcome(rk["holm"], rk["best_vs"]) == "positive")
+        line = (f"- **第 {h} 步**：平均准确率从高到低 G = {', '.join(map(str, order))}；最高的 G = {order[0]}"
+                f"（{_pm(by_g[order[0]]['acc'][str(h)])}）。")
+        if rk["best_vs"]:
+            diffs = "；".join(f"比 G = {g} 高 {_holm_diff(rk['best_vs'][str(g)], rk['holm']['tests'][str(g)])}"
+                              for g in order[1:])
+            line += (f"它与其余 {rk['holm']['m']} 个 G 逐一按种子配对比较（{rk['holm']['m']} 个比较共同支撑"
+                     f"“G = {order[0]} 最好”，Holm 校正，族 α = {rk['holm']['alpha']:g}）：{diffs}。" + best_claim(rk))
+        lines.append(line)
+    same = len(set(tops)) == 1
+    called = "、".join(f"第 {h} 步" for h, ok in zip(sweep["horizons"], supported, strict=True) if ok) or "没有"
+    lines.append(f"- 两个长度下平均最高的 G {'相同' if same else '不同'}（{' → '.join(f'G = {b}' for b in tops)}"
+                 f"；校正后能称为“最好”的：{called}）。"
                  "本任务里 prompt 之间不共享解法，一步覆盖的 prompt 少就学得慢；prompt 能互相泛化的任务里，"
                  "覆盖面的代价可能小得多（这里没有测）。")
+    lines.append("- " + run_parameters(sweep["config"], sweep["seeds"],
+                                       ("G", "B", "K", "steps", "lr", "clip", "beta", "advantage", "aggregation",
+                                        "adv_eps", "task", "seeds"),
+                                       {"G": f"G ∈ {{{', '.join(str(r['G']) for r in table)}}}",
+                                        "B": f"B = {sweep['budget']}/G"}))
     return "\n".join(lines)
+
+
+def best_claim(rk: dict) -> str:
+    """Whether the G with the highest mean accuracy at one horizon may be called best: only when its
+    paired difference to every other G survives Holm's correction."""
+    order, tests = rk["order"], rk["holm"]["tests"]
+    outcome = holm_outcome(rk["holm"], rk["best_vs"])
+    if outcome == "unknown":
+        return "种子太少，无法检验哪个 G 最好。"
+    if outcome == "positive":
+        return f"校正后它与其余每个 G 的差都显著：在这个训练长度上可以说 G = {order[0]} 最好。"
+    tied = [g for g in order[1:] if not tests[str(g)]["reject"]]
+    return (f"校正后与 G = {'、'.join(map(str, tied))} 的差不显著：不能说 G = {order[0]} 最好，"
+            f"只能说它与{'这些' if len(tied) > 1 else '这个'} G 在种子噪声内分不开。")
 
 
 # ---- (c) ---------------------------------------------------------------------------------------------
@@ -158,25 +248,58 @@ def _pair_names(key: str) -> str:
     return " − ".join(MODES.get(x, ESTIMATORS.get(x, x)) for x in key.split("@")[0].split("-"))
 
 
+def c_comparisons(sweep: dict) -> str:
+    """The paired differences of within-group gaps, response-mean minus each other mode, with their
+    Holm-corrected tests: '- response-mean − token-mean +0.58（…）' lines."""
+    fam = sweep["gap_holm"]["tests"]
+    return "；".join(f"{_pair_names(k)} {_holm_diff(p, fam[k], '+.2f')}" for k, p in sweep["gap_pairs"].items())
+
+
 def c_conclusion(sweep: dict) -> str:
-    """What the within-group comparison says about Dr. GRPO's length bias, in one or two sentences."""
-    modes = sweep["modes"]
-    rm = modes.get("response_mean")
-    if rm is None:
-        return "没有 response-mean 这一组，无法检查长度偏置。"
-    v = verdict(rm["gap_within"])
-    others = [verdict(d["gap_within"]) for m, d in modes.items() if m != "response_mean"]
-    if v == "noise":
-        return ("Dr. GRPO 说 response-mean（$1/|o_i|$）会让答错的回答变长、答对的变短；在这个玩具任务里，"
-                "response-mean 的组内长度差在种子噪声之内，不能说看到了这个偏置。可能的原因（未验证）："
-                "答案是逐 prompt 的随机查表，策略决定长度时几乎无法“知道”自己答对没有。偏置大小取决于任务与模型。")
-    if v == "positive" and all(o == "noise" for o in others):
-        gap, length = rm["gap_within"]["mean"], rm["final_len"]["mean"]
-        return ("只有 response-mean 的组内长度差为正（答错的更长），另两种在种子噪声之内：方向与 Dr. GRPO 的分析一致，"
-                f"但量很小（{gap:+.2f} 个 token，约为 response-mean 最终平均长度 {length:.1f} 的 "
-                f"{_pct(gap / length)}），"
-                f"CI 下端 {rm['gap_within']['ci95'][0]:+.2f} 离 0 不远。偏置大小取决于任务与模型。")
-    return "组内长度差的方向与 Dr. GRPO 的预言不完全一致（见上面每行的 CI）；偏置大小取决于任务与模型。"
+    """What the between-mode comparison says about Dr. GRPO's length bias. The claim is that
+    response-mean ($1/|o_i|$) lengthens wrong answers relative to the other aggregations, so it rests
+    on the paired differences of within-group gaps, response-mean minus each other mode, all of which
+    must be rejected after Holm's correction, never on each mode's gap tested against 0."""
+    pairs = sweep.get("gap_pairs") or {}
+    if not pairs:
+        return "没有 response-mean 与其他聚合的配对比较，无法检查长度偏置。"
+    outcome = holm_outcome(sweep["gap_holm"], pairs)
+    others = "、".join(MODES[k.split("-")[1]] for k in pairs)
+    if outcome == "unknown":
+        return "种子太少，无法检验聚合之间的组内长度差。"
+    if outcome == "positive":
+        first = next(iter(pairs.values()))
+        length = sweep["modes"]["response_mean"]["final_len"]["mean"]
+        return (f"response-mean 下答错与答对回答的长度差比 {others} 都大，且 Holm 校正后都显著：方向与 Dr. GRPO "
+                f"的预言一致，这个玩具任务上看到了长度偏置。量不大：比 {MODES[next(iter(pairs)).split('-')[1]]} 多 "
+                f"{first['mean']:+.2f} 个 token，约为 response-mean 最终平均长度 {length:.1f} 的 "
+                f"{_pct(first['mean'] / length)}。偏置大小取决于任务与模型。")
+    if outcome == "negative":
+        return (f"response-mean 下答错与答对回答的长度差比 {others} 都小，且 Holm 校正后都显著：方向与 Dr. GRPO "
+                "的预言相反。偏置大小与方向取决于任务与模型。")
+    if outcome == "noise":
+        return (f"response-mean 与 {others} 的组内长度差之差在 Holm 校正后都不显著：这个玩具任务上测不出 "
+                "response-mean 相对其他聚合的长度偏置（测不出不等于没有）。偏置大小取决于任务与模型。")
+    tests = sweep["gap_holm"]["tests"]
+    larger = [k for k in pairs if tests[k]["reject"] and pairs[k]["mean"] > 0]
+    smaller = [k for k in pairs if tests[k]["reject"] and pairs[k]["mean"] < 0]
+    unclear = [k for k in pairs if not tests[k]["reject"]]
+    length = sweep["modes"]["response_mean"]["final_len"]["mean"]
+
+    def names(keys: list[str]) -> str:
+        return "、".join(MODES[k.split("-")[1]] for k in keys)
+    parts = []
+    if larger:
+        first = pairs[larger[0]]["mean"]
+        parts.append(f"response-mean 下答错与答对回答的长度差比 {names(larger)} 大，Holm 校正后显著，方向与 Dr. GRPO "
+                     f"的预言一致（比 {names(larger[:1])} 多 {first:+.2f} 个 token，约为 response-mean 最终平均长度 "
+                     f"{length:.1f} 的 {_pct(first / length)}）")
+    if smaller:
+        parts.append(f"比 {names(smaller)} 小，校正后显著，方向与预言相反")
+    if unclear:
+        parts.append(f"与 {names(unclear)} 的差校正后不显著")
+    return ("；".join(parts) + "：偏置只在部分比较中看得到，不能说 response-mean 比其他聚合都更偏向让答错的回答变长。"
+            "偏置大小取决于任务与模型。")
 
 
 def section_c(sweep: dict) -> str:
@@ -190,16 +313,28 @@ def section_c(sweep: dict) -> str:
     for mode, d in modes.items():
         lines.append(f"- {MODES[mode]}：组内长度差 {_pm(d['gap_within'], '+.2f')} token，"
                      f"{_ci(d['gap_within'], '+.2f')}，{_VERDICT_ZH[verdict(d['gap_within'])]}"
-                     f"（平均 {_pct(d['mixed_groups'])} 的组有对有错）。")
+                     f"（与 0 比；平均 {_pct(d['mixed_groups'])} 的组有对有错）。")
+    if sweep["gap_pairs"]:
+        lines.append(f"- **聚合之间**（长度偏置说的是 response-mean 与其他聚合的差别，所以按种子配对比较组内长度差，"
+                     f"{sweep['gap_holm']['m']} 个比较共同支撑一个结论，Holm 校正，"
+                     f"族 α = {sweep['gap_holm']['alpha']:g}）："
+                     f"{c_comparisons(sweep)}。")
     lines.append("- 结论：" + c_conclusion(sweep))
     lens = "，".join(f"{MODES[m]} {d['final_len']['mean']:.1f}（{_range(d['final_len_per_seed'], '.1f')}）"
                     for m, d in modes.items())
-    pair_txt = "；".join(f"{_pair_names(k)} {_diff(p, '+.1f')}" for k, p in sweep["pairs"].items())
-    real = [_pair_names(k) for k, v in sweep["pairs"].items() if verdict(v) in ("positive", "negative")]
+    fam = sweep["pairs_holm"]
+    pair_txt = "；".join(f"{_pair_names(k)} {_holm_diff(p, fam['tests'][k], '+.1f')}"
+                        for k, p in sweep["pairs"].items())
+    real = [_pair_names(k) for k, t in fam["tests"].items() if t["reject"]]
     lines += [
-        f"- **整体长度**（最后 10 步平均，括号里是种子范围）：{lens}。配对差（同一种子）：{pair_txt}。",
-        ("- 超出种子噪声的整体长度差：" + "、".join(real) + "；其余在噪声之内。" if real else
-         "- 三种聚合之间的整体长度差都在种子噪声之内（种子之间差别很大）。") + "这里的机制我们没有验证，只报告现象。",
+        f"- **整体长度**（最后 10 步平均，括号里是种子范围）：{lens}。"
+        f"配对差（同一种子，{fam['m']} 对一起做 Holm 校正）：{pair_txt}。",
+        ("- 校正后显著的整体长度差：" + "、".join(real) + "；其余不显著。" if real else
+         "- 校正后三种聚合之间的整体长度差都不显著（种子之间差别很大）。") + "这里的机制我们没有验证，只报告现象。",
+        "- " + run_parameters(sweep["config"], sweep["seeds"],
+                              ("G", "B", "K", "steps", "lr", "clip", "beta", "advantage", "aggregation", "adv_eps",
+                               "task", "seeds"),
+                              {"aggregation": "聚合 " + " / ".join(MODES[m] for m in modes)}),
     ]
     return "\n".join(lines)
 
@@ -210,11 +345,15 @@ def section_d(data: dict) -> str:
     mixed = len(data["sigma"]) - data["zero_var_groups"]
     bins = "；".join(f"σ ∈ ({b['lo']}, {b['hi']}]：{b['n']} 个 prompt，平均权重 GRPO {b['weight_grpo']:.3f}、"
                     f"Dr. GRPO {b['weight_dr_grpo']:.3f}，比值 {b['ratio']:.2f}" for b in data["bins"])
-    dev = _exact_or(data["max_abs_ratio_minus_inv_sigma"], ".1e", "float32 舍入")
+    dev = _exact_or(data["max_abs_ratio_minus_inv_sigma"], data["ratio_equals_inv_sigma_exact"], ".1e",
+                    f"{data['dtype']} 舍入")
+    params = run_parameters(data["config"], [], ("G", "B", "adv_eps", "task", "seeds"),
+                            {"B": f"{len(data['sigma'])} 个组（初始策略，不训练）"})
     return (f"**看到的**：{len(data['sigma'])} 个组里 {data['zero_var_groups']} 个全对或全错（两种做法权重都为 0）；"
             f"在 {mixed} 个有对有错的组上，除以 std 后与只减均值的权重之比等于 $1/\\sigma$（最大偏差 {dev}）。{bins}。"
             "σ 小（几乎全对或全错）的 prompt 被放大得最多：这就是 Q2 中“除以组 std 等于按 $1/\\sigma$ 给 prompt "
-            "重新加权”，也是 Dr. GRPO 去掉 std 的理由。")
+            "重新加权”，也是 Dr. GRPO 去掉 std 的理由。放大是相对的：0/1 奖励下除以 std 后一个组的权重是 "
+            f"$2\\sigma \\le 1$，并不大，只是只减均值时的 $2\\sigma^2$ 更小。{params}")
 
 
 # ---- (e) ---------------------------------------------------------------------------------------------
@@ -222,7 +361,8 @@ def section_e(data: dict) -> str:
     """The estimators on one batch, and the paired final-accuracy comparison at each beta."""
     g, s, arms, pairs = data["G"], len(data["seeds"]), data["arms"], data["pairs"]
     names, betas = list(data["batch"]), data["kl_coefs"]
-    exact = _exact_or(data["max_abs_dr_grpo_minus_scaled_rloo"], ".1e", "float64 舍入")
+    exact = _exact_or(data["max_abs_dr_grpo_minus_scaled_rloo"], data["dr_grpo_equals_scaled_rloo_exact"], ".1e",
+                      "float64 舍入")
     lines = [
         f"**看到的**：同一批 rollout 上（G = {g}），只减均值的优势与 $\\frac{{G-1}}{{G}}\\times$RLOO 优势的最大差为 "
         f"{exact}：两者只差常数因子 (G−1)/G；GRPO 与它们的差别在于除以 σ。",
@@ -245,6 +385,11 @@ def section_e(data: dict) -> str:
     if all(f"dr_grpo-rloo@{b:g}" in pairs for b in betas):
         lines.append("- Dr. GRPO − RLOO（优势只差常数因子）：" + "；".join(
             f"β = {b:g} 时{_VERDICT_ZH[verdict(pairs[f'dr_grpo-rloo@{b:g}'])]}" for b in betas) + "。")
+    lines.append("- " + run_parameters(data["config"], data["seeds"],
+                                       ("G", "B", "K", "steps", "lr", "clip", "beta", "advantage", "aggregation",
+                                        "adv_eps", "task", "seeds"),
+                                       {"beta": "β ∈ {" + ", ".join(f"{b:g}" for b in betas) + "}",
+                                        "advantage": "优势 " + " / ".join(ESTIMATORS[n] for n in names)}))
     return "\n".join(lines)
 
 
@@ -289,7 +434,6 @@ def summary(run: dict, sweep_b: dict, sweep_c: dict, data_d: dict, data_e: dict)
     rk = sweep_b["ranking"][last]
     max_dev = max(abs(r["zero_var_measured"] - r["zero_var_theory"]) for r in sweep_b["table"])
     low = data_d["bins"][0] if data_d["bins"] else None
-    versus = f"，比 G = {rk['order'][1]} 高 {_diff(rk['best_minus_second'])}" if rk["best_minus_second"] else ""
     lines = [
         "下面的数字都来自上面这次运行（由各节保存的 `assets/figs/demo_*.json` 生成）。",
         "",
@@ -302,21 +446,25 @@ def summary(run: dict, sweep_b: dict, sweep_c: dict, data_d: dict, data_e: dict)
         "几乎拿不到信号（课文“零方差分支”）。KL 项把策略拉向参考策略：每 token k3 中位数 "
         f"{ps['kl_median'][0]:.2f}，每个答案 token {ps['kl_answer'][0]:.2f}、草稿 token {ps['kl_scratch'][0]:.2f}。",
         f"- **(b) 固定预算下的 group size（Q3）**：零方差比例与 $p^G+(1-p)^G$ 相符（最大偏差 {max_dev:.3f}）；"
-        f"第 {last} 步 G = {rk['order'][0]} 最好{versus}。曲线还在上升，最优 G 只对这个训练长度成立；"
-        "G 太小浪费在零方差组上，G 太大一步覆盖的 prompt 太少。",
+        f"第 {last} 步平均准确率最高的是 G = {rk['order'][0]}。{best_claim(rk)}"
+        "曲线还在上升，这个排序只对这个训练长度成立；G 太小浪费在零方差组上，G 太大一步覆盖的 prompt 太少。",
     ]
-    if "response_mean" in sweep_c["modes"]:
-        real = [_pair_names(k) for k, v in sweep_c["pairs"].items() if verdict(v) in ("positive", "negative")]
-        lines.append("- **(c) 长度偏置（课文“常见误区”）**：在有对有错的组内比较答错与答对的长度，response-mean "
-                     f"{_diff(sweep_c['modes']['response_mean']['gap_within'], '+.2f')}。{c_conclusion(sweep_c)}"
-                     "三种聚合的整体长度差" + ("超出种子噪声的有 " + "、".join(real) if real else "都在种子噪声之内")
+    if sweep_c["gap_pairs"]:
+        real = [_pair_names(k) for k, t in sweep_c["pairs_holm"]["tests"].items() if t["reject"]]
+        lines.append("- **(c) 长度偏置（课文“常见误区”）**：在有对有错的组内比较答错与答对的长度，"
+                     "再按种子配对比较聚合之间的差："
+                     f"{c_comparisons(sweep_c)}。{c_conclusion(sweep_c)}"
+                     "三种聚合的整体长度差" + ("校正后显著的有 " + "、".join(real) if real else "校正后都不显著")
                      + "。")
     if low is not None:
-        dev = _exact_or(data_d["max_abs_ratio_minus_inv_sigma"], ".1e", "float32 舍入")
+        dev = _exact_or(data_d["max_abs_ratio_minus_inv_sigma"], data_d["ratio_equals_inv_sigma_exact"], ".1e",
+                        f"{data_d['dtype']} 舍入")
         lines.append("- **(d) 除以组 std = 按 $1/\\sigma$ 重新加权（Q2）**："
                      f"权重之比等于 $1/\\sigma$（最大偏差 {dev}）；"
-                     f"σ ≤ {low['hi']} 的组被放大约 {low['ratio']:.1f} 倍。")
-    exact = _exact_or(data_e["max_abs_dr_grpo_minus_scaled_rloo"], ".1e", "float64 舍入")
+                     f"σ ≤ {low['hi']} 的组被放大约 {low['ratio']:.1f} 倍"
+                     "（相对只减均值；组权重本身 $2\\sigma$ 不超过 1）。")
+    exact = _exact_or(data_e["max_abs_dr_grpo_minus_scaled_rloo"], data_e["dr_grpo_equals_scaled_rloo_exact"], ".1e",
+                      "float64 舍入")
     pairs = "；".join(f"β = {b:g} 时 {_diff(data_e['pairs'][f'grpo-dr_grpo@{b:g}'])}" for b in data_e["kl_coefs"]
                       if f"grpo-dr_grpo@{b:g}" in data_e["pairs"])
     lines.append(f"- **(e) GRPO、Dr. GRPO 与 RLOO（课文“与 RLOO 的数学本质差异”、Q2）**：只减均值的优势 = "

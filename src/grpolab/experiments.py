@@ -4,7 +4,10 @@ Each returns a JSON-able dict of the numbers its figure and its text are made fr
 fixes their precision before they are stored beside the figure. Configs are passed in explicitly.
 The seeds of one comparison train as one batched run (``train.train_population``); a comparison
 across seeds is paired: seed s means the same secret answers and the same initial policy in every arm.
-Spreads are sample standard deviations (ddof = 1) with t-based 95% confidence intervals.
+Spreads are sample standard deviations (ddof = 1) with t-based 95% confidence intervals; a paired
+difference also carries its two-sided t-test p-value, and where several comparisons back one claim
+("G = 4 is best") their p-values are Holm-adjusted (``holm``). Every result stores the config it ran
+with (``config``) and the seeds; flags such as ``..._exact`` are decided on the unrounded values.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import torch
+from scipy import stats
 
 from .advantages import compute_advantages, group_std
 from .toy import ToyTask
@@ -32,9 +36,14 @@ STUCK_P = 0.05  # a prompt with success probability below this is "stuck all-wro
 
 
 def round_floats(obj: object, ndigits: int = 4) -> object:
-    """obj with every float rounded to ndigits (NaN -> None), recursively through dicts and lists."""
+    """obj with every float rounded to ndigits decimals but never to fewer than ndigits significant
+    digits (so 1e-8 and 4.77e-7 survive), NaN -> None, recursively through dicts and lists."""
     if isinstance(obj, float):
-        return None if math.isnan(obj) else round(obj, ndigits)
+        if math.isnan(obj):
+            return None
+        if obj == 0.0 or math.isinf(obj):
+            return obj
+        return round(obj, max(ndigits, ndigits - 1 - math.floor(math.log10(abs(obj)))))
     if isinstance(obj, dict):
         return {k: round_floats(v, ndigits) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -56,15 +65,41 @@ def spread(values: Sequence[float]) -> dict:
 
 
 def paired(a: Sequence[float], b: Sequence[float]) -> dict:
-    """Paired difference a - b over seeds: spread() of the differences, t statistic, and
-    ``within_noise`` = the 95% CI contains 0 (None when there are fewer than 2 pairs)."""
+    """Paired difference a - b over seeds: spread() of the differences, the paired t statistic and its
+    two-sided p-value (df = n - 1; NaN for n < 2, p = 1 when every difference is 0), ``positive`` = how
+    many seeds have a - b > 0, and ``within_noise`` = the 95% CI contains 0 (None for n < 2)."""
     diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     out = spread(diff.tolist())
+    n, sd = out["n"], out["sd"]
     out["per_seed"] = diff.tolist()
-    out["t"] = out["mean"] / (out["sd"] / math.sqrt(out["n"])) if out["n"] > 1 and out["sd"] > 0 else float("nan")
+    out["positive"] = int((diff > 0).sum())
+    if n < 2:
+        out["t"] = out["p"] = float("nan")
+    elif sd > 0:
+        out["t"] = out["mean"] / (sd / math.sqrt(n))
+        out["p"] = float(2 * stats.t.sf(abs(out["t"]), df=n - 1))
+    else:  # every seed gives the same difference: no spread to test against
+        out["t"] = float("nan")
+        out["p"] = 1.0 if out["mean"] == 0 else 0.0
     lo, hi = out["ci95"]
-    out["within_noise"] = None if out["n"] < 2 else bool(lo <= 0.0 <= hi)
+    out["within_noise"] = None if n < 2 else bool(lo <= 0.0 <= hi)
     return out
+
+
+def holm(pairs: dict[str, dict], alpha: float = 0.05) -> dict:
+    """Holm's step-down correction of the paired tests that back one claim (Holm 1979).
+
+    Sorted by p ascending, the i-th (0-based) of m tests is rejected when p_(j) <= alpha / (m - j) for
+    every j <= i. Returns {"alpha", "m", "tests": {name: {"p", "p_holm", "reject"}}} with the adjusted
+    p_holm = max_{j <= i} min(1, (m - j) p_(j)); a NaN p (too few seeds) is never rejected.
+    """
+    names = sorted(pairs, key=lambda k: (math.isnan(pairs[k]["p"]), pairs[k]["p"]))
+    m, running, out = len(names), 0.0, {}
+    for j, name in enumerate(names):
+        p = pairs[name]["p"]
+        running = float("nan") if math.isnan(p) or math.isnan(running) else max(running, min(1.0, (m - j) * p))
+        out[name] = {"p": p, "p_holm": running, "reject": bool(running <= alpha)}
+    return {"alpha": alpha, "m": m, "tests": {k: out[k] for k in pairs}}
 
 
 def seed_configs(cfg: GRPOConfig, seeds: Sequence[int], **changes) -> list[GRPOConfig]:
@@ -125,6 +160,7 @@ def training_run(cfg: GRPOConfig, seeds: Sequence[int], progress: bool = False) 
             per_seed[f"kl_share_{kind}"] = np.nanmean(_stack(hs, f"kl_share_{kind}")[:, 1:], axis=1).tolist()
     return {
         "config": dataclasses.asdict(cfg), "seeds": seeds, "history": hs[0],
+        "pairs": {"kl_answer-kl_scratch": paired(per_seed["kl_answer"], per_seed["kl_scratch"])},
         "bands": {k: _curve(_stack(hs, k)) for k in ("acc", "kl", "zero_var_frac", "len_mean")},
         "per_seed": per_seed,
         "summary": {k: spread(v) for k, v in per_seed.items()},
@@ -139,9 +175,9 @@ def group_size_sweep(cfg: GRPOConfig, seeds: Sequence[int], group_sizes: Sequenc
 
     Per G: measured zero-variance fraction (mean over steps and seeds) against its theory mean_q p_q^G +
     (1 - p_q)^G with p_q the policy's exact success probability; accuracy on the whole prompt set per
-    seed at each horizon (default: half-way and the end), with paired comparisons of the best G
-    against the runner-up (and of every G against the next in the ranking) at each horizon; accuracy
-    curves (seed mean, sd).
+    seed at each horizon (default: half-way and the end); at each horizon the G with the highest mean
+    accuracy is compared, paired by seed, with every other G, and the G - 1 tests that back "this G is
+    best" are Holm-corrected together; accuracy curves (seed mean, sd).
     """
     seeds = list(seeds)
     horizons = sorted(set(horizons or (cfg.steps // 2, cfg.steps)))
@@ -161,11 +197,10 @@ def group_size_sweep(cfg: GRPOConfig, seeds: Sequence[int], group_sizes: Sequenc
     ranking = {}
     for h in horizons:
         order = sorted(group_sizes, key=lambda g: -float(np.mean(acc_at[g][h])))
-        adjacent = [paired(acc_at[a][h], acc_at[b][h]) for a, b in zip(order, order[1:], strict=False)]
-        ranking[str(h)] = {"order": order, "adjacent": adjacent,
-                           "best_minus_second": adjacent[0] if adjacent else None}
-    return {"budget": budget, "seeds": seeds, "num_prompts": cfg.task.num_prompts, "steps": cfg.steps,
-            "horizons": horizons, "table": rows, "ranking": ranking, "curves": curves}
+        best_vs = {str(g): paired(acc_at[order[0]][h], acc_at[g][h]) for g in order[1:]}
+        ranking[str(h)] = {"order": order, "best_vs": best_vs, "holm": holm(best_vs)}
+    return {"config": dataclasses.asdict(cfg), "budget": budget, "seeds": seeds, "num_prompts": cfg.task.num_prompts,
+            "steps": cfg.steps, "horizons": horizons, "table": rows, "ranking": ranking, "curves": curves}
 
 
 # ---- (c) loss aggregation and response length ------------------------------------------------------
@@ -176,23 +211,28 @@ def aggregation_sweep(cfg: GRPOConfig, seeds: Sequence[int],
 
     Within-group gap: in each group that has both correct and incorrect responses, mean length of the
     incorrect minus mean length of the correct ones; averaged over those groups, then over steps (per
-    seed). Final length: mean response length over the last 10 steps. Pairwise final-length
-    differences between modes are paired by seed.
+    seed). Dr. GRPO's length bias is a claim about response-mean against the other modes, so it is
+    tested as the paired (by seed) difference of within-group gaps, response-mean minus each other
+    mode, Holm-corrected over those comparisons (``gap_pairs``, ``gap_holm``). Final length: mean
+    response length over the last 10 steps; every pair of modes is compared by seed, Holm-corrected
+    over all pairs (``pairs``, ``pairs_holm``).
     """
     seeds = list(seeds)
     cfgs = [c for mode in modes for c in seed_configs(cfg, seeds, aggregation=mode)]
     hs = train_population(cfgs, progress=progress).histories
     s = len(seeds)
-    out: dict = {"seeds": seeds, "steps": cfg.steps, "modes": {}, "pairs": {}}
-    final_len = {}
+    out: dict = {"config": dataclasses.asdict(cfg), "seeds": seeds, "steps": cfg.steps, "modes": {}, "pairs": {},
+                 "gap_pairs": {}}
+    final_len, gap_per_seed = {}, {}
     with _nan_is_fine():
         for i, mode in enumerate(modes):
             part = hs[i * s:(i + 1) * s]
             gap = _stack(part, "len_gap_within")
             final_len[mode] = _stack(part, "len_mean")[:, -10:].mean(axis=1).tolist()
+            gap_per_seed[mode] = np.nanmean(gap[:, 1:], axis=1).tolist()
             out["modes"][mode] = {
-                "gap_within_per_seed": np.nanmean(gap[:, 1:], axis=1).tolist(),
-                "gap_within": spread(np.nanmean(gap[:, 1:], axis=1).tolist()),
+                "gap_within_per_seed": gap_per_seed[mode],
+                "gap_within": spread(gap_per_seed[mode]),
                 "mixed_groups": float(_stack(part, "mixed_groups").mean()),
                 "final_len_per_seed": final_len[mode], "final_len": spread(final_len[mode]),
                 "final_acc": spread(_stack(part, "acc")[:, -1].tolist()),
@@ -202,6 +242,11 @@ def aggregation_sweep(cfg: GRPOConfig, seeds: Sequence[int],
     for i, a in enumerate(modes):
         for b in modes[i + 1:]:
             out["pairs"][f"{a}-{b}"] = paired(final_len[a], final_len[b])
+    if "response_mean" in modes:
+        for b in modes:
+            if b != "response_mean":
+                out["gap_pairs"][f"response_mean-{b}"] = paired(gap_per_seed["response_mean"], gap_per_seed[b])
+    out["gap_holm"], out["pairs_holm"] = holm(out["gap_pairs"]), holm(out["pairs"])
     return out
 
 
@@ -228,11 +273,13 @@ def std_weighting(cfg: GRPOConfig, num_groups: int = 128) -> dict:
             bins.append({"lo": lo, "hi": hi, "n": int(sel.sum()), "weight_grpo": float(w_grpo[sel].mean()),
                          "weight_dr_grpo": float(w_dr[sel].mean()),
                          "ratio": float(w_grpo[sel].mean() / w_dr[sel].mean())})
-    return {"G": cfg.group_size, "sigma": sigma.tolist(), "weight_grpo": w_grpo.tolist(),
+    dev = float((ratio - inv).abs().max()) if bool(mixed.any()) else 0.0
+    return {"config": dataclasses.asdict(cfg), "G": cfg.group_size, "sigma": sigma.tolist(),
+            "weight_grpo": w_grpo.tolist(),
             "weight_dr_grpo": w_dr.tolist(), "ratio_grpo_over_dr_mixed": ratio.tolist(),
             "one_over_sigma_mixed": inv.tolist(), "zero_var_groups": int((~mixed).sum()),
-            "max_abs_ratio_minus_inv_sigma": float((ratio - inv).abs().max()) if bool(mixed.any()) else 0.0,
-            "bins": bins}
+            "max_abs_ratio_minus_inv_sigma": dev, "ratio_equals_inv_sigma_exact": dev == 0.0,
+            "dtype": str(w_grpo.dtype).removeprefix("torch."), "bins": bins}
 
 
 def _initial_rollout(cfg: GRPOConfig):
@@ -258,10 +305,12 @@ def advantage_comparison(cfg: GRPOConfig, seeds: Sequence[int],
     rewards = _initial_rollout(cfg).rewards[0].double()  # (B, G)
     adv = {name: compute_advantages(rewards, name) for name in estimators}
     g = cfg.group_size
-    out: dict = {"G": g, "seeds": seeds, "steps": cfg.steps, "kl_coefs": list(kl_coefs),
-                 "batch": {name: a.reshape(-1).tolist() for name, a in adv.items()},
-                 "max_abs_dr_grpo_minus_scaled_rloo": float((adv["dr_grpo"] - (g - 1) / g * adv["rloo"]).abs().max())
-                 if {"dr_grpo", "rloo"} <= set(estimators) else None,
+    dev = (float((adv["dr_grpo"] - (g - 1) / g * adv["rloo"]).abs().max())
+           if {"dr_grpo", "rloo"} <= set(estimators) else None)
+    out: dict = {"config": dataclasses.asdict(cfg), "G": g, "seeds": seeds, "steps": cfg.steps,
+                 "kl_coefs": list(kl_coefs), "batch": {name: a.reshape(-1).tolist() for name, a in adv.items()},
+                 "max_abs_dr_grpo_minus_scaled_rloo": dev,
+                 "dr_grpo_equals_scaled_rloo_exact": None if dev is None else dev == 0.0,
                  "arms": {}, "pairs": {}}
     if not seeds:  # the batch comparison only
         return out

@@ -1,15 +1,22 @@
-"""Token-level GRPO loss pieces: importance ratios, clipped surrogate, k3 KL, loss aggregation.
+"""Token-level GRPO loss pieces: importance ratios, clipped surrogate, KL estimators, loss aggregation.
 
 Shapes: N responses padded to T tokens; ``logp``, ``old_logp``, ``ref_logp``, ``mask``: (..., N, T);
 ``advantages``: (..., N) (one scalar per response, broadcast over its tokens). Leading dims (one per
 stacked policy in the demo) are kept: an aggregation reduces (..., N, T) to (...).
 
-Aggregations (one name each, as verl's ``agg_loss`` modes):
+Aggregations, one name each (docs/conventions.md maps them to verl's ``agg_loss`` modes and TRL's
+``loss_type``; the names and two denominators differ from verl's):
 - ``response_mean``: mean over each response's tokens, then over responses (original GRPO,
-  DeepSeekMath arXiv 2402.03300, eq. 3).
-- ``token_mean``: sum over all valid tokens / number of valid tokens (DAPO arXiv 2503.14476, §3.3).
-- ``fixed_length``: sum over all valid tokens / (N * max_len), a constant (Dr. GRPO arXiv 2503.20783).
+  DeepSeekMath arXiv 2402.03300, eq. 3; verl "seq-mean-token-mean", TRL "grpo").
+- ``token_mean``: sum over all valid tokens / number of valid tokens (DAPO arXiv 2503.14476, §3.3;
+  verl "token-mean", TRL "bnpo").
+- ``fixed_length``: sum over all valid tokens / (N * max_len), a constant (Dr. GRPO arXiv 2503.20783;
+  TRL "dr_grpo"). verl's "seq-mean-token-sum-norm" divides by max_len only, not by N: N times ours.
 A response with no valid token (a group dropped by dynamic sampling) counts in no denominator.
+
+KL estimators (Schulman, "Approximating KL divergence", 2020), per token, of KL(pi || pi_ref) from
+tokens sampled from pi: ``k1`` = log(pi/pi_ref), ``k2`` = (log(pi/pi_ref))^2 / 2, ``k3`` (the lesson's,
+DeepSeekMath eq. 4). Training uses k3; k1 and k2 are here to compare values (see ``k1_kl``).
 """
 from __future__ import annotations
 
@@ -111,6 +118,19 @@ def clipped_surrogate(
     return loss, clipped
 
 
+def k1_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k1 per token: log(pi/pi_ref), shape of logp; unbiased for KL(pi || pi_ref) under sampling from pi
+    but negative on some tokens (high variance). Not a training penalty here: differentiated at the
+    sampled tokens (no score-function term) its expected gradient is E_pi[grad log pi] = 0 (tested in
+    tests/grpo/test_conventions.py), so ``beta * k1`` would pull nothing towards pi_ref."""
+    return logp - ref_logp
+
+
+def k2_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k2 per token: (log(pi/pi_ref))^2 / 2 >= 0, shape of logp; biased, low variance (verl "mse"/"k2")."""
+    return 0.5 * (logp - ref_logp) ** 2
+
+
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """k3 per token: pi_ref/pi - log(pi_ref/pi) - 1 >= 0, shape of logp (Schulman, "Approximating KL
     divergence", 2020; DeepSeekMath eq. 4). The log-ratio is clamped to +-MAX_LOG_RATIO first.
@@ -123,3 +143,6 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """
     log_r = (ref_logp - logp).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
     return torch.exp(log_r) - log_r - 1.0
+
+
+KL_ESTIMATORS = {"k1": k1_kl, "k2": k2_kl, "k3": k3_kl}  # name -> fn(logp, ref_logp) per token

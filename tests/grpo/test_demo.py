@@ -184,24 +184,80 @@ def test_section_b_shows_two_horizons_and_the_curves():
     assert len(b["seeds"]) >= 5
 
 
+def holm_adjusted(p: dict[str, float]) -> dict[str, float]:
+    """Holm's adjusted p-values, written out here apart from grpolab.experiments.holm."""
+    names, out, running = sorted(p, key=p.get), {}, 0.0
+    for j, k in enumerate(names):
+        running = max(running, min(1.0, (len(p) - j) * p[k]))
+        out[k] = running
+    return out
+
+
 def test_the_lesson_points_to_the_summary_and_agrees_with_section_c():
+    """The lesson's length-bias sentence quotes the between-mode paired differences of section (c), each
+    recomputed here with scipy's paired t-test and Holm's correction over the family."""
+    from scipy import stats
+
     lesson = LESSON.read_text(encoding="utf-8")
     link = f"../lessons/lesson11_grpo_demo.html#{demo_text.SUMMARY_ANCHOR}"
     assert f"]({link})" in lesson, "the lesson links the demo's closing section"
     assert f'<a id="{demo_text.SUMMARY_ANCHOR}"></a>' in "".join(c.source for c in notebook().cells)
     sentence = next(line for line in lesson.splitlines() if "演示笔记本 (c) 节" in line)
     modes = committed("c")["modes"]
-    gap = modes["response_mean"]["gap_within"]
-    lo, hi = ci(modes["response_mean"]["gap_within_per_seed"])
-    verdict = "在种子噪声之内" if lo <= 0 <= hi else "超出种子噪声"
-    assert f"{gap['mean']:+.2f} 个 token（{gap['n']} 个配对种子，95% CI [{lo:+.2f}, {hi:+.2f}]，{verdict}" in sentence
-    share = round(100 * gap["mean"] / modes["response_mean"]["final_len"]["mean"])
-    assert f"约 {share}%" in sentence, "the share of the mean length"
-    others = re.search(r"(token-mean 与 fixed-length|token-mean|fixed-length) 的组内差在种子噪声之内", sentence)
-    for mode in ("token_mean", "fixed_length"):
-        if others and demo_text.MODES[mode] in others[1]:
-            lo, hi = ci(modes[mode]["gap_within_per_seed"])
-            assert lo <= 0 <= hi, f"the lesson says {mode} is within noise"
+    rm = modes["response_mean"]["gap_within_per_seed"]
+    others = ("token_mean", "fixed_length")
+    p = {m: float(stats.ttest_rel(rm, modes[m]["gap_within_per_seed"]).pvalue) for m in others}
+    adjusted = holm_adjusted(p)
+    for m in others:
+        diff = [a - b for a, b in zip(rm, modes[m]["gap_within_per_seed"], strict=True)]
+        lo, hi = ci(diff)
+        shown = "p < 0.001" if adjusted[m] < 0.001 else f"p = {adjusted[m]:.3f}"
+        assert (f"response-mean − {demo_text.MODES[m]} {statistics.fmean(diff):+.2f} 个 token（未校正 95% CI "
+                f"[{lo:+.2f}, {hi:+.2f}]，{sum(d > 0 for d in diff)}/{len(diff)} 个种子为正，Holm 校正 {shown}，"
+                f"{'显著' if adjusted[m] <= 0.05 else '不显著'}") in sentence, m
+    if adjusted["token_mean"] <= 0.05:
+        diff_tm = statistics.fmean(rm) - statistics.fmean(modes["token_mean"]["gap_within_per_seed"])
+        share = round(100 * diff_tm / modes["response_mean"]["final_len"]["mean"])
+        assert f"约为 response-mean 平均长度的 {share}%" in sentence
+    significant = [demo_text.MODES[m] for m in others if adjusted[m] <= 0.05]
+    if len(significant) == 1:
+        assert f"偏置只在与 {significant[0]} 的比较中看得到" in sentence
+
+
+def test_the_best_g_claim_holds_after_holm_recomputed_here():
+    """"G = x is best" at a horizon is said only when the best G's paired difference to every other G
+    survives Holm's correction, recomputed here with scipy from the stored per-seed accuracies."""
+    from scipy import stats
+
+    b = committed("b")
+    text = demo_text.section_b(b)
+    for h in map(str, b["horizons"]):
+        acc = {r["G"]: r["acc_per_seed"][h] for r in b["table"]}
+        best = max(acc, key=lambda g: statistics.fmean(acc[g]))
+        adjusted = holm_adjusted({g: float(stats.ttest_rel(acc[best], acc[g]).pvalue) for g in acc if g != best})
+        line = next(line for line in text.splitlines() if line.startswith(f"- **第 {h} 步**"))
+        assert f"最高的 G = {best}（" in line
+        assert (f"可以说 G = {best} 最好" in line) == all(p <= 0.05 for p in adjusted.values()), h
+        assert (f"不能说 G = {best} 最好" in line) == any(p > 0.05 for p in adjusted.values()), h
+
+
+def test_every_section_stores_the_config_and_seeds_it_ran_with():
+    """All run parameters (adv_eps, G, beta, lengths, ...) are stored unrounded: the old rounding stored
+    adv_eps = 1e-8 as 0.0."""
+    cfgs = ex.demo_configs(device="cpu")
+    for letter in "abce":
+        assert committed(letter)["config"] == dataclasses.asdict(cfgs[letter]), letter
+        assert committed(letter)["seeds"] == [0, 1, 2, 3, 4], letter
+    d = committed("d")
+    assert d["config"] == dataclasses.asdict(dataclasses.replace(cfgs["d"], batch_prompts=len(d["sigma"])))
+    assert committed("a")["config"]["adv_eps"] == 1e-8
+
+
+def test_the_lesson_quotes_section_d_as_stored():
+    """The std-weighting erratum quotes the first σ bin of section (d) (exact on every CPU)."""
+    low = committed("d")["bins"][0]
+    assert (f"σ ≤ {low['hi']} 的组平均权重 GRPO {low['weight_grpo']:.3f}、只减均值 {low['weight_dr_grpo']:.3f}"
+            f"（比值 {low['ratio']:.2f}）") in LESSON.read_text(encoding="utf-8")
 
 
 # ---- exact on every CPU ------------------------------------------------------------------------------
