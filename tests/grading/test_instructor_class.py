@@ -102,6 +102,27 @@ def test_manual_grades_and_a_veto_reach_the_report(instructor_class, tmp_path):
     assert cells == [("explanation", "3", "5"), ("q1", "3", "5"), ("q2", "2", "6"), ("q3", "2", "6")]
 
 
+def test_a_vetoed_student_s_feedback_and_export_show_the_capped_score_and_why(instructor_class, tmp_path):
+    course = Course.at(shutil.copytree(instructor_class.root, tmp_path / "course"))
+    with Gradebook(course.db_url) as gb:
+        for name, score in zip(("explanation", "q1", "q2", "q3"), (1, 2, 2, 2), strict=True):
+            grade = gb.find_grade(name, "lesson11", "lesson11", "s01")
+            grade.manual_score, grade.needs_manual_grade = score, False
+        gb.find_comment("q2", "lesson11", "lesson11", "s01").manual_comment = "一票否决：照抄参考答案"
+        gb.db.commit()
+    assert main(["report", "--course", str(course.root)]) == 0
+    page = course.feedback_html("s01").read_text(encoding="utf-8")
+    assert "(Score: 7.0 / 10.0)" in page and "(Score: 10.0 / 10.0)" not in page  # nbgrader's header, capped
+    assert "一票否决（veto）" in page and "q2: 照抄参考答案" in page and "各单元得分合计 10 分" in page
+    assert "一票否决（veto）" not in course.feedback_html("s02").read_text(encoding="utf-8")
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,sis_login_id\ns01,login1\n", encoding="utf-8")
+    out = tmp_path / "canvas.csv"
+    assert main(["export", "--format", "canvas", "--roster", str(roster), "--course", str(course.root),
+                 "--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").splitlines()[-1] == ",,,login1,,7"
+
+
 def test_export_lists_who_is_missing_from_the_roster_and_the_class(instructor_class, tmp_path, capsys):
     roster = tmp_path / "roster.csv"
     lines = ["student_id,name,sis_login_id,email"] + [f"s0{k},学生{k},login{k},s0{k}@example.edu" for k in range(1, 8)]

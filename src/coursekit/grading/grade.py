@@ -40,6 +40,7 @@ from traitlets.config import Config
 from coursekit.errors import CourseError
 from coursekit.grading import flags as F
 from coursekit.grading.course import CONFIG_FILE, DEFAULT_ROOT, Course
+from coursekit.grading.feedback import FeedbackWriter
 from coursekit.grading.ingest import Entry, Ingest
 from coursekit.grading.pool import DaskWorkers, LocalWorkers
 from coursekit.grading.record import Recorder
@@ -136,7 +137,13 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
             pool.close()
         recorder.close()
     write_manifest(course, submissions, entries)
-    return write_report(course)
+    rows = write_report(course)
+    vetoed = [row for row in rows if row.graded and row.vetoed]
+    if vetoed:  # an automatic veto (deleted_asserts): the page the recorder wrote shows the uncapped score
+        writer = FeedbackWriter(course)
+        for row in vetoed:
+            writer.write(row.student_id, vetoes=row.veto_reasons, cap=row.veto_cap)
+    return rows
 
 
 def default_jobs() -> int:
