@@ -7,10 +7,12 @@ import csv
 import io
 import re
 import shutil
+import subprocess
+import sys
 
 import nbformat
 import pytest
-from conftest import read_rows
+from conftest import REPO, read_rows
 from instructor_class import EXPECTED_COPY_FLAGS
 from nbgrader.api import Gradebook
 
@@ -77,6 +79,19 @@ def test_class_report_is_one_self_contained_page(instructor_class):
     for heading in ("总分分布", "各检查通过率", "常见错误", "人工评分进度", "一票否决", "标记", "复制检查"):
         assert f">{heading}</h" in page
     assert "similar_answers(q3: s03, s04" in page and "copied_reference(q2" in page
+
+
+def test_the_class_report_draws_chinese_from_a_font_cache_older_than_the_font(instructor_class, tmp_path,
+                                                                             stale_font_cache):
+    """The report's charts share grpolab's figures' font set-up (coursekit.fonts), which rescans the
+    system fonts when matplotlib's cached list (MPLCONFIGDIR) predates fonts-noto-cjk."""
+    course = Course.at(shutil.copytree(instructor_class.root, tmp_path / "course"))
+    report_html(course).unlink()
+    done = subprocess.run([sys.executable, "-m", "coursekit", "report", "--course", str(course.root), "--no-feedback"],
+                          cwd=REPO, env=stale_font_cache, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    page = report_html(course).read_text(encoding="utf-8")
+    assert page.count("<svg") == 4 and 'id="NotoSansCJK' in page and "missing from font" not in done.stderr
 
 
 def test_manual_grades_and_a_veto_reach_the_report(instructor_class, tmp_path):
