@@ -7,12 +7,16 @@
    report. Prints wall and CPU seconds of both, the ratios against the targets (wall >= 3x faster,
    CPU <= 1.0x of plain nbgrader's) and whether the automatic scores agree for every gradable one;
    and the sandbox's own cost: `coursekit grade` vs `coursekit grade --no-sandbox`, same files.
+   Third arm, same run: stock `nbgrader autograde` with nbgrader's default configuration in a course
+   folder and config of its own (no sandbox, nbgrader's default Execute; stock_nbgrader says which two
+   settings differ), on the same prepared notebooks: wall and CPU ratios of `make grade` (sandbox on)
+   against it (targets: >= 5x wall, <= 1x CPU).
 2. Scaling: `coursekit grade` on 60, 240 (and with --large 960) generated submissions, same mix,
    each in a fresh course: seconds and CPU seconds per notebook, and peak memory of the grading
    process (the trusted recorder, which streams the class) and of the largest worker or kernel.
 Each run is a subprocess; CPU seconds are those of it and everything it waited for (workers,
 kernels). On a loaded machine wall times are noisy: read the CPU seconds and the ratios.
-Run: .venv/bin/python bench/bench_grading.py [--large] [--sizes 60,240,960] [--skip-compare]
+Run: .venv/bin/python bench/bench_grading.py [--large] [--sizes 60,240,960] [--skip-compare | --skip-scaling]
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ SIZES = (60, 240)
 LARGE = 960
 TIMEOUT = "3"
 TARGET_WALL, TARGET_CPU = 3.0, 1.0
+TARGET_STOCK_WALL = 5.0  # against stock nbgrader (issue 27)
 GRADE = """import json, resource, sys
 from coursekit.cli import main
 code = main(sys.argv[1:])
@@ -97,8 +102,45 @@ def plain_nbgrader(course: Course, submitted: Path) -> tuple[float, float, dict]
     shutil.copytree(submitted, course.root / "submitted")
     wall, cpu, _ = measured([sys.executable, "-m", "nbgrader", "autograde", "lesson11", "--force",
                              f"--SandboxExecute.timeout={TIMEOUT}"], cwd=course.root)
+    return wall, cpu, gradebook_scores(course.db_url, submitted)
+
+
+STOCK_CONFIG = """c = get_config()  # noqa: F821 (nbgrader's defaults: no sandbox, nbgrader's own ExecutePreprocessor)
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.course_id = "lesson11"
+"""
+STOCK_MEMORY = 4 << 30  # address-space limit of stock nbgrader and its kernels: memory_hog's 8 GiB fails there too
+
+
+def stock_nbgrader(root: Path, submitted: Path) -> tuple[float, float, dict]:
+    """Stock `nbgrader autograde` as an instructor would run it without this kit: a fresh course folder
+    whose nbgrader_config.py sets only the folder and course id (nbgrader's default preprocessors:
+    the default Execute, no sandbox, no judge), the lesson's source released by stock
+    `nbgrader generate_assignment`, then the same prepared notebooks autograded. Two settings differ
+    from nbgrader's defaults, for the same reasons for both arms: the cell timeout (`TIMEOUT`, like
+    `--timeout` of coursekit grade; nbgrader's default is 30 s) and an address-space limit so the
+    memory_hog submission cannot take the machine (the kit's sandbox caps it at 2 GiB)."""
+    root.mkdir(parents=True)
+    shutil.copytree(REPO / "autograder" / "source", root / "source")
+    (root / "nbgrader_config.py").write_text(STOCK_CONFIG.format(root=str(root)), encoding="utf-8")
+    _, _, done = measured([sys.executable, "-m", "nbgrader", "generate_assignment", "lesson11", "--force"], cwd=root)
+    if done.returncode != 0:
+        raise SystemExit(f"stock nbgrader generate_assignment failed:\n{done.stderr[-2000:]}")
+    shutil.copytree(submitted, root / "submitted")
+
+    def limit_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (STOCK_MEMORY, STOCK_MEMORY))
+
+    wall, cpu, _ = measured([sys.executable, "-m", "nbgrader", "autograde", "lesson11", "--force",
+                             f"--Execute.timeout={TIMEOUT}"], cwd=root, preexec_fn=limit_memory)
+    return wall, cpu, gradebook_scores(f"sqlite:///{root / 'gradebook.db'}", submitted)
+
+
+def gradebook_scores(db_url: str, submitted: Path) -> dict:
+    """{student: automatic scores in rubric order, or None when nbgrader did not grade it}."""
+    checks = ("test_normal", "test_boundary", "test_aggregation")
     scores = {}
-    with Gradebook(course.db_url) as gb:
+    with Gradebook(db_url) as gb:
         for student in sorted(p.name for p in submitted.iterdir()):
             try:
                 nb = gb.find_submission_notebook("lesson11", "lesson11", student)
@@ -106,8 +148,8 @@ def plain_nbgrader(course: Course, submitted: Path) -> tuple[float, float, dict]
                 scores[student] = None
                 continue
             grades = {g.name: g.score or 0.0 for g in nb.grades}
-            scores[student] = tuple(grades[c] for c in course.rubric.checks)
-    return wall, cpu, scores
+            scores[student] = tuple(grades[c] for c in checks)
+    return scores
 
 
 def verdict(ok: bool) -> str:
@@ -123,6 +165,7 @@ def compare(tmp: Path) -> None:
     fast_s, fast_cpu, fast_scores, _ = coursekit_grade(fast, folder)
     bare_s, bare_cpu, bare_scores, _ = coursekit_grade(bare, folder, "--no-sandbox")
     plain_s, plain_cpu, plain_scores = plain_nbgrader(plain, fast.root / "submitted")
+    stock_s, stock_cpu, stock_scores = stock_nbgrader(tmp / "stock", fast.root / "submitted")
     agree = [sid for sid, s in plain_scores.items() if s == fast_scores.get(sid)]
     differ = sorted(set(plain_scores) - set(agree))
     wall_ratio, cpu_ratio = plain_s / fast_s, fast_cpu / plain_cpu
@@ -137,6 +180,17 @@ def compare(tmp: Path) -> None:
           f"{verdict(cpu_ratio <= TARGET_CPU)})")
     print(f"  automatic scores agree              : {len(agree)}/{len(plain_scores)}"
           + (f"; differ: {', '.join(differ)}" if differ else ""))
+    stock_agree = [sid for sid, s in stock_scores.items() if s == fast_scores.get(sid)]
+    stock_wall, stock_cpu_ratio = stock_s / fast_s, fast_cpu / stock_cpu
+    print(f"  stock nbgrader autograde (defaults) : {stock_s:7.1f} s wall, {stock_cpu:6.1f} s CPU (own course and "
+          f"config, no sandbox, default Execute; timeout {TIMEOUT} s, {STOCK_MEMORY >> 30} GiB address space)")
+    print(f"  wall: make grade {stock_wall:5.2f}x faster than stock (target >= {TARGET_STOCK_WALL:.1f}x: "
+          f"{verdict(stock_wall >= TARGET_STOCK_WALL)})")
+    print(f"  CPU : make grade {stock_cpu_ratio:5.2f}x of stock's  (target <= {TARGET_CPU:.1f}x: "
+          f"{verdict(stock_cpu_ratio <= TARGET_CPU)})")
+    print(f"  scores agree with stock             : {len(stock_agree)}/{len(stock_scores)}; differ: "
+          + ", ".join(f"{sid} {stock_scores[sid]} vs {fast_scores.get(sid)}"
+                      for sid in sorted(set(stock_scores) - set(stock_agree))))
     same_bare = sum(bare_scores.get(sid) == s for sid, s in fast_scores.items())
     print(f"  coursekit grade --no-sandbox        : {bare_s:7.1f} s wall, {bare_cpu:6.1f} s CPU (same files)")
     print(f"  sandbox cost, sandboxed/unsandboxed : {fast_s / bare_s:7.2f}x wall, {fast_cpu / bare_cpu:5.2f}x CPU; "
@@ -170,8 +224,10 @@ def main() -> int:
     parser.add_argument("--large", action="store_true", help=f"also grade {LARGE} submissions (about 10 minutes "
                         "on a quiet 2-core machine)")
     parser.add_argument("--skip-compare", action="store_true", help="only the scaling curve")
+    parser.add_argument("--skip-scaling", action="store_true", help="only the comparison")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [*SIZES, *([LARGE] if args.large else [])]
+    sizes = [] if args.skip_scaling else sizes
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
         if not args.skip_compare:
             compare(Path(tmp) / "compare")

@@ -2,10 +2,9 @@
 
 ``python -m grpolab.figures [--out-dir assets/figs]`` writes ``grpo_reward_distribution.png``.
 Byte-stable: Agg backend, fixed size and dpi, no Software/date metadata, data computed by grpolab.
-Labels are Chinese, drawn with a Noto CJK font. matplotlib's font list is a cache (in MPLCONFIGDIR) that
-can predate the font's installation, so the system fonts are rescanned when the font is not in it; with
-no CJK font installed drawing stops with FigureError (one line naming the package) instead of drawing
-boxes or English.
+Labels are Chinese, drawn with a Noto CJK font found by coursekit.fonts.cjk_font, the font set-up every
+chart of the kit shares (it survives a matplotlib font cache older than the font); with no CJK font
+installed drawing stops with FigureError (one line naming the package) instead of drawing boxes or English.
 """
 from __future__ import annotations
 
@@ -18,41 +17,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
-from matplotlib import font_manager  # noqa: E402
+
+from coursekit.fonts import CJK_FAMILIES, FigureError, cjk_font  # noqa: E402, F401 (the kit's one font set-up)
 
 from .advantages import compute_advantages, group_std  # noqa: E402
 
 FIG_DPI = 110
-CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Serif CJK SC", "WenQuanYi Zen Hei", "SimHei")
 FIGURE_11_1 = "grpo_reward_distribution.png"
-
-
-class FigureError(RuntimeError):
-    """A figure cannot be drawn as committed; the message says what to install."""
-
-
-def _known_cjk_family() -> str | None:
-    known = {f.name for f in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FAMILIES if name in known), None)
-
-
-def cjk_font() -> str:
-    """The first family of CJK_FAMILIES that is installed, rescanning the system fonts once when
-    matplotlib's cached font list does not have one; FigureError when none is installed."""
-    family = _known_cjk_family()
-    if family is None:  # the cache may be older than the font: add the font files it does not list
-        listed = {f.fname for f in font_manager.fontManager.ttflist}
-        for path in font_manager.findSystemFonts():
-            if path not in listed:
-                try:
-                    font_manager.fontManager.addfont(path)
-                except (OSError, RuntimeError, ValueError):
-                    pass  # an unreadable font file; matplotlib's own scan skips these too
-        family = _known_cjk_family()
-    if family is None:
-        raise FigureError(f"no CJK font for the figures' Chinese labels (looked for {', '.join(CJK_FAMILIES)}): "
-                          "install fonts-noto-cjk (`make figures` does as root)")
-    return family
 
 
 def use_style() -> None:

@@ -58,9 +58,28 @@ def test_moodle_file_has_the_mapped_identifier_grade_and_feedback(tmp_path):
     rows = export_rows("moodle", roster, ROWS, "lesson11", RUBRIC, "email")
     assert rows[0] == ["Email address", "lesson11", "lesson11 feedback"]
     assert rows[1] == ["s01@example.edu", "10", "通过"]
-    assert rows[2] == ["s02@example.edu", "", "待人工评分"]
-    # a veto keeps the points (8) and shows in the feedback column
-    assert rows[4] == ["s09@example.edu", "8", "未通过；一票否决：q1: 结果碰巧正确但核心因果链错误"]
+    # a veto caps the points below the pass score (8 -> 7) and the feedback column says why
+    assert rows[2] == ["s09@example.edu", "7", "未通过；一票否决：q1: 结果碰巧正确但核心因果链错误"]
+
+
+def test_moodle_file_leaves_out_every_student_without_a_grade(tmp_path):
+    """Moodle's CSV import turns an empty grade cell into "no grade", clearing a grade already there
+    (moodle/moodle grade/import/csv/classes/load_data.php, update_grade_item: `if ($value === '' or
+    $value == '-') { $value = null; // No grade. }`): pending (s02) and missing (s03) students get no row."""
+    roster = read_roster(write(tmp_path, ROSTER + "s09,钱七,109,S009,qianqi,B,s09@example.edu\n"), "moodle")
+    rows = export_rows("moodle", roster, ROWS, "lesson11", RUBRIC, "email")
+    assert [r[0] for r in rows[1:]] == ["s01@example.edu", "s09@example.edu"]
+    assert all(r[1] != "" for r in rows)
+
+
+def test_a_veto_caps_the_exported_points_in_every_format(tmp_path):
+    roster = read_roster(write(tmp_path, ROSTER + "s09,钱七,109,S009,qianqi,B,s09@example.edu\n"), "canvas")
+    canvas = export_rows("canvas", roster, ROWS, "lesson11", RUBRIC)
+    assert canvas[-1] == ["钱七", "109", "S009", "qianqi", "B", "7"]
+    table = export_rows("csv", roster, ROWS, "lesson11", RUBRIC)
+    row = dict(zip(table[0], table[-1], strict=True))
+    assert (row["total"], row["auto_total"], row["manual_total"], row["passed"]) == ("7", "3", "5", "no")
+    assert ROWS["s09"].total == 8 and ROWS["s01"].final_total == 10  # the report keeps the cells' own total
 
 
 def test_csv_file_keeps_every_report_column(tmp_path):
@@ -84,7 +103,18 @@ BAD_ROSTERS = {
     "empty id": (ROSTER + ",无名,199,S199,anon,A,x@y.z\n", "canvas", ":5: empty student_id"),
     "short row": (ROSTER + "s04,赵六\n", "canvas", ":5: 2 fields, the header has 7"),
     "no student_id column": ("name,email\n张三,a@b.c\n", "csv", ":1: no student_id column"),
-    "no canvas id": ("student_id,name\ns01,张三\n", "canvas", ":2: 's01' has no ID, SIS User ID or SIS Login ID"),
+    "no canvas id": (ROSTER + "s04,赵六,,,,A,s04@example.edu\n", "canvas",
+                     ":5: 's04' has no ID, SIS User ID or SIS Login ID"),
+    "no canvas id column": ("student_id,name\ns01,张三\n", "canvas", ":1: no ID, SIS User ID or SIS Login ID column"),
+    "no moodle id column": ("student_id,name\ns01,张三\n", "moodle", ":1: no email column"),
+    "duplicate canvas id": (ROSTER + "s04,赵六,101,S004,zhaoliu,A,s04@example.edu\n", "canvas",
+                            ":5: canvas_id '101' repeats row 2 (one LMS user for two students)"),
+    "duplicate sis login": (ROSTER + "s04,赵六,104,S004,LiSi,A,s04@example.edu\n", "csv",
+                            ":5: sis_login_id 'LiSi' repeats row 3"),
+    "duplicate email": (ROSTER + "s04,赵六,104,S004,zl,A,S01@Example.edu\n", "moodle",
+                        ":5: email 'S01@Example.edu' repeats row 2"),
+    "not a course id": (ROSTER + "Zhao Liu,赵六,104,S004,zl,A,s04@example.edu\n", "canvas",
+                        ":5: student_id 'Zhao Liu' is not a course id"),
     "no moodle id": ("student_id,email\ns01,\n", "moodle", ":2: 's01' has no email"),
     "only a header": ("student_id,email\n", "csv", ": no students after the header row"),
     "empty file": ("", "csv", ":1: no header row"),

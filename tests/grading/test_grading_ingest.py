@@ -39,17 +39,58 @@ def test_flat_nested_and_mixed_layouts_map_to_student_ids(course, tmp_path):
     write(subs / "notes.txt")
     write(subs / "__MACOSX" / "._alice.ipynb")
     found = find_candidates(course, subs)
-    assert sorted(found) == ["alice", "bob", "carol"]
+    assert sorted(found) == ["alice", "bob", "carol", "notes"]  # notes.txt: a row saying why it is not graded
     assert [c.label for c in found["bob"]] == ["bob/whatever.ipynb"]
+
+
+NOTEBOOK = json.dumps(nbformat.v4.new_notebook()).encode()
 
 
 def test_the_newest_of_several_notebooks_is_graded_and_flagged(tmp_path, course):
     subs = tmp_path / "subs"
-    write(subs / "dave" / "b_old.ipynb", mtime=1_600_000_000)
-    write(subs / "dave" / "a_new.ipynb", mtime=1_700_000_000)
+    write(subs / "dave" / "b_old.ipynb", NOTEBOOK, mtime=1_600_000_000)
+    write(subs / "dave" / "a_new.ipynb", NOTEBOOK, mtime=1_700_000_000)
     entry = select_notebook("dave", find_candidates(course, subs)["dave"])
     assert entry.source == "dave/a_new.ipynb"
     assert F.flag_name(entry.flags[0]) == F.MULTIPLE_NOTEBOOKS
+
+
+def test_an_unreadable_newer_upload_loses_to_the_readable_older_one_with_a_note(tmp_path, course):
+    subs = tmp_path / "subs"
+    write(subs / "dave" / "first.ipynb", NOTEBOOK, mtime=1_600_000_000)
+    write(subs / "dave" / "second.ipynb", b'{"cells": [', mtime=1_700_000_000)
+    entry = select_notebook("dave", find_candidates(course, subs)["dave"])
+    assert entry.source == "dave/first.ipynb" and entry.original is not None
+    assert entry.flags == [F.flag(F.MULTIPLE_NOTEBOOKS, "2 found, graded the newest readable dave/first.ipynb, "
+                                  "dave/second.ipynb: not valid JSON (line 1)")]
+
+
+@pytest.mark.parametrize("name, data, reason", [
+    ("erin.py", b"def group_advantages(r):\n    return r\n", "erin.py: not a notebook (.py file)"),
+    ("erin.pdf", b"%PDF-1.7\n%\xe2\xe3\n", "erin.pdf: not a notebook (.pdf file)"),
+    ("erin.txt", NOTEBOOK, "erin.txt: a notebook saved as .txt, rename it to .ipynb to grade it"),
+    ("erin.ipynb.txt", NOTEBOOK, "erin.ipynb.txt: a notebook saved as .txt"),
+    ("erin/hw.py", b"x = 1\n", "erin/hw.py: not a notebook (.py file)"),
+    ("erin/hw.ipynb.txt", NOTEBOOK, "erin/hw.ipynb.txt: a notebook saved as .txt"),
+])
+def test_a_foreign_upload_is_a_row_with_the_reason(tmp_path, course, name, data, reason):
+    subs = tmp_path / "subs"
+    write(subs / "frank.ipynb", NOTEBOOK)
+    write(subs / name, data)
+    found = find_candidates(course, subs)
+    assert sorted(found) == ["erin", "frank"]
+    entry = select_notebook("erin", found["erin"])
+    assert not entry.original and F.flag_name(entry.flags[0]) == F.INVALID_NOTEBOOK and reason in entry.flags[0]
+
+
+@pytest.mark.parametrize("layout", [{}, {"a/notes.txt": b"x"}, {"a.pdf": b"%PDF"}, {"a/b/": None}])
+def test_a_folder_without_any_notebook_is_a_one_line_error(tmp_path, course, layout):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name, data in layout.items():
+        (subs / name).mkdir(parents=True) if data is None else write(subs / name, data)
+    with pytest.raises(CourseError, match=r"subs: no \.ipynb file in it .*nothing was graded or overwritten"):
+        find_candidates(course, subs)
 
 
 @pytest.mark.parametrize("name", ["Bad Name!", "../etc", ".hidden", "名字", "a" * 65])
@@ -99,8 +140,9 @@ def test_zip_members_outside_the_archive_are_skipped(course, tmp_path):
         zf.writestr("../evil.ipynb", "{}")
         zf.writestr("frank/hw.ipynb", "{}")
     found = find_candidates(course, archive)
-    assert sorted(found) == ["erin", "frank"]
+    assert sorted(found) == ["../evil.ipynb", "erin", "frank"]  # the unsafe member: a row naming it
     assert found["frank"][0].label == "class.zip:frank/hw.ipynb"
+    assert found["../evil.ipynb"][0].path is None
     assert not (tmp_path / "evil.ipynb").exists() and not (course.ingest_dir / "evil.ipynb").exists()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 
 import pytest
 from answer_texts import CLASSMATE_EDITED, EDITED, INDEPENDENT, PARAPHRASED, QUESTIONS, references, site_text
@@ -15,7 +16,7 @@ REFS = references()
 
 
 def reference_score(text: str, qid: str) -> float:
-    return S.containment(S.shingles(text), S.shingles(REFS[qid]))
+    return S.overlap(S.shingles(text), S.reference_shingles(REFS[qid]))
 
 
 @pytest.mark.parametrize("qid", QUESTIONS)
@@ -31,7 +32,7 @@ def test_paraphrased_and_independent_answers_stay_well_below_it(qid):
 
 
 def own(text: str, qid: str) -> set[str]:
-    return S.shingles(text) - S.shingles(REFS[qid])
+    return S.shingles(text) - S.reference_shingles(REFS[qid])
 
 
 @pytest.mark.parametrize("qid", QUESTIONS)
@@ -61,7 +62,8 @@ def test_copy_flags_name_exactly_the_copies():
     flags = S.copy_flags(answers, REFS)
     assert set(flags) == {"copy", "edit", "ind1", "mate"}
     assert [f.split("(")[0] for f in flags["copy"]] == ["copied_reference"]
-    assert flags["copy"][0].startswith("copied_reference(explanation 0.") and ", q3 0." in flags["copy"][0]
+    assert re.fullmatch(r"copied_reference\(explanation [01]\.\d\d, q1 [01]\.\d\d, q2 [01]\.\d\d, q3 [01]\.\d\d\)",
+                        flags["copy"][0])
     assert flags["ind1"] == flags["mate"]
     assert [f.split(" 0.")[0] for f in flags["mate"]] == [
         f"similar_answers({qid}: ind1, mate" for qid in QUESTIONS]
@@ -91,19 +93,24 @@ def test_a_group_of_three_is_named_in_each_members_flag():
 
 def test_lsh_finds_the_same_pairs_as_comparing_every_pair():
     """300 answers built from the same topic sentences, with planted copies: LSH misses none of the
-    pairs an exhaustive comparison finds above the threshold, and proposes far fewer candidates."""
+    pairs an exhaustive comparison finds at Jaccard 0.13 or more (the calibration's copies) and at most
+    one in a thousand between the threshold and 0.15."""
     rng = random.Random(11)
     pool = [s for qid in QUESTIONS for t in (*INDEPENDENT[qid], PARAPHRASED[qid]) for s in t.split("，") if s]
     sets = {f"s{k:03d}": S.shingles("，".join(rng.sample(pool, 6))) for k in range(300)}
     for k in range(0, 40, 2):  # twenty planted pairs: a copy with about a tenth of its shingles changed
         base = sorted(sets[f"s{k:03d}"])
         sets[f"s{k + 1:03d}"] = set(rng.sample(base, int(len(base) * 0.9))) | {f"x{k}{j}" for j in range(8)}
-    exhaustive = sorted((a, b, S.jaccard(sets[a], sets[b])) for a, b in itertools.combinations(sorted(sets), 2)
-                        if S.jaccard(sets[a], sets[b]) >= S.PAIR_THRESHOLD)
-    assert len(exhaustive) >= 20
-    assert S.similar_pairs(sets) == exhaustive
+    exhaustive = {(a, b, S.jaccard(sets[a], sets[b])) for a, b in itertools.combinations(sorted(sets), 2)
+                  if S.jaccard(sets[a], sets[b]) >= S.PAIR_THRESHOLD}
+    found = set(S.similar_pairs(sets))
+    assert found <= exhaustive and {(f"s{k:03d}", f"s{k + 1:03d}") for k in range(0, 40, 2)} <= {p[:2] for p in found}
+    missed = exhaustive - found
+    assert all(score < 0.13 for *_, score in missed) and len(missed) <= len(exhaustive) / 1000, missed
 
 
 def test_candidate_probability_at_the_thresholds():
-    assert 1 - S.candidate_probability(S.PAIR_THRESHOLD) < 1e-3
-    assert S.candidate_probability(0.05) < 0.03
+    """0.13: the lowest Jaccard of a calibration copy that keeps half of its source's sentences; 0.005:
+    about that of two independent answers (docs/copy_check.md)."""
+    assert 1 - S.candidate_probability(S.PAIR_THRESHOLD) < 1e-3 and 1 - S.candidate_probability(0.13) < 1e-5
+    assert S.candidate_probability(0.005) < 0.02

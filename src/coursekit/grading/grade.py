@@ -11,7 +11,9 @@ Steps, in order (each a function or class named below), streamed one student at 
                       they never see the gradebook or the course folder
   Recorder.record  -> as each notebook comes back: grades into the gradebook (this process is the only
                       writer), autograded/ notebook, flags, feedback HTML, journal line
-  report           -> .ingest/lesson11.json (rows and flags) and reports/lesson11.csv
+  report           -> .ingest/lesson11.json (rows and flags, merged with earlier runs': grading a folder
+                      of late submissions adds to the class) and reports/lesson11.csv
+--dry-run grades into a scratch copy of the course (scratch_course) instead.
 
 Ctrl-C stops the workers and leaves every student either recorded completely or not at all; the same
 command then grades the rest.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -35,10 +38,11 @@ from tqdm import tqdm
 from traitlets.config import Config
 
 from coursekit.errors import CourseError
-from coursekit.grading.course import DEFAULT_ROOT, Course
+from coursekit.grading.course import CONFIG_FILE, DEFAULT_ROOT, Course
 from coursekit.grading.intake.ingest import Entry, Ingest
 from coursekit.grading.intake.release import ensure_released
 from coursekit.grading.judge import flags as F
+from coursekit.grading.records.feedback import FeedbackWriter
 from coursekit.grading.records.record import Recorder
 from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_report
 from coursekit.grading.sandbox.bubblewrap import unavailable_reason
@@ -65,6 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "every row is flagged unsandboxed")
     parser.add_argument("--regrade", action="store_true",
                         help="grade every student again, also those already graded from the same files")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="a trial run: grade into a scratch copy of the course (.<course folder>-dry-run/ "
+                        "beside it, with its own sqlite gradebook); the term's gradebook, reports and "
+                        "feedback are not touched")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise CourseError(f"--jobs {args.jobs}: give at least 1")
     course = Course.at(args.course, args.lesson)
+    if args.dry_run:
+        course = scratch_course(course)
+        print(f"dry run: grading into {course.root}; the course's gradebook, reports and feedback are "
+              "not touched", file=sys.stderr)
     try:
         rows = grade(course, args.submissions, jobs=args.jobs, timeout=args.timeout,
                      scheduler=args.scheduler, regrade=args.regrade, sandbox=not args.no_sandbox)
@@ -125,7 +137,13 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
             pool.close()
         recorder.close()
     write_manifest(course, submissions, entries)
-    return write_report(course)
+    rows = write_report(course)
+    vetoed = [row for row in rows if row.graded and row.vetoed]
+    if vetoed:  # an automatic veto (deleted_asserts): the page the recorder wrote shows the uncapped score
+        writer = FeedbackWriter(course)
+        for row in vetoed:
+            writer.write(row.student_id, vetoes=row.veto_reasons, cap=row.veto_cap)
+    return rows
 
 
 def default_jobs() -> int:
@@ -191,8 +209,43 @@ def deferred_interrupt():
 
 
 def write_manifest(course: Course, submissions: Path, entries: list[Entry]) -> None:
+    """The class after this run: this run's students merged into the earlier runs' (a folder of late
+    submissions adds to the class, it does not replace it). A student whose earlier notebook was graded
+    keeps it when this run's upload cannot be read, with a note naming the upload."""
+    students = {}
+    if course.manifest.is_file():
+        students = {s["student_id"]: s for s in json.loads(course.manifest.read_text(encoding="utf-8"))["students"]}
+    for e in entries:
+        earlier = students.get(e.student_id)
+        if earlier and earlier["graded"] and not e.gradable:
+            why = ", ".join(e.flags)[:300]
+            earlier["flags"] = [*earlier["flags"], F.flag(F.REJECTED_FILE, f"later upload {e.source} not graded "
+                                                          f"({why}), kept {earlier['source']}")]
+            continue
+        students[e.student_id] = {"student_id": e.student_id, "source": e.source, "graded": e.gradable,
+                                  "flags": e.flags}
     course.ingest_dir.mkdir(parents=True, exist_ok=True)
     data = {"assignment": course.assignment, "submissions": str(submissions),
-            "students": [{"student_id": e.student_id, "source": e.source, "graded": e.gradable,
-                          "flags": e.flags} for e in entries]}
+            "students": [students[sid] for sid in sorted(students)]}
     course.manifest.write_text(json.dumps(data, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+SCRATCH_DB = """
+# coursekit grade --dry-run: this copy's own gradebook, whatever db_url the course above uses
+c.CourseDirectory.db_url = {url!r}
+"""
+
+
+def scratch_course(course: Course) -> Course:
+    """A trial copy of `course` beside it (`.<folder>-dry-run/`, emptied first): its config with a sqlite
+    gradebook of its own, and its source notebooks. Grading it never touches the course's gradebook
+    (sqlite or PostgreSQL), reports, feedback or journal."""
+    root = course.root.parent / f".{course.root.name}-dry-run"
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir()
+    shutil.copytree(course.root / "source", root / "source")
+    config = (course.root / CONFIG_FILE).read_text(encoding="utf-8")
+    url = "sqlite:///" + str(root / "gradebook.db")
+    (root / CONFIG_FILE).write_text(config + SCRATCH_DB.format(url=url), encoding="utf-8")
+    return Course.at(root, course.assignment)

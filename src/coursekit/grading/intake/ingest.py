@@ -4,9 +4,14 @@ Layouts (may be mixed): `<student_id>.ipynb`, or `<student_id>/<anything>.ipynb`
 may also wrap either in one folder named like the zip (`subs.zip` holding `subs/...`).
 Rules (autograder/README.md):
 - a student id matches STUDENT_ID; other names get one row flagged `unknown_student_id`, ungraded;
-- several notebooks for one student: the newest (modification time, then name) is graded and the
-  row is flagged `multiple_notebooks`;
-- hidden files, `__MACOSX/`, `.ipynb_checkpoints/` and files that are not `.ipynb` are ignored.
+- several notebooks for one student: the newest readable one (modification time, then name) is
+  graded and the row is flagged `multiple_notebooks`, naming the newer ones that could not be read;
+- no readable `.ipynb`: the row is flagged `invalid_notebook` with each file's reason (a `.py`, a
+  `.pdf`, a notebook saved as `.txt`, a broken notebook); files that could not be taken at all (a
+  symbolic link, a zip member that is corrupt, unsafely named, duplicated or over the size limits)
+  are named in `rejected_file` on a graded row;
+- hidden files, `__MACOSX/` and `.ipynb_checkpoints/` are ignored;
+- no `.ipynb` anywhere (an empty or wrong folder): one-line error, nothing graded or overwritten.
 The originals are only read. The prepared copy (valid nbformat 4, unique cell ids, deleted grading
 cells put back from the release) is written to nbgrader's submitted/ folder.
 """
@@ -18,10 +23,14 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 import warnings
 import zipfile
+import zlib
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,8 +43,13 @@ from coursekit.grading.judge import flags as F
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 IGNORED_PARTS = ("__MACOSX", ".ipynb_checkpoints")
+NOTEBOOK_SUFFIX = ".ipynb"
 MAX_NOTEBOOK_BYTES = 100 << 20
-MAX_ZIP_BYTES = 2 << 30
+MAX_MEMBER_BYTES = MAX_NOTEBOOK_BYTES  # one zip member, counted on the bytes decompressed
+MAX_ZIP_BYTES = 2 << 30                # the whole zip, likewise
+MAX_RATIO, RATIO_FLOOR = 200, 1 << 20  # members over 1 MiB may expand at most 200:1 (notebooks: ~3-10:1)
+MAX_LABEL = 160                        # characters of a student-chosen file name quoted in a flag
+UNSAFE_NAME = "unsafe name in the zip"
 
 
 @dataclass
@@ -43,8 +57,9 @@ class Candidate:
     """One notebook file found for a student."""
 
     label: str  # as the instructor knows it: path inside the submissions folder or zip
-    path: Path  # a readable copy (the original, or the file extracted from the zip)
+    path: Path | None  # a readable copy (the original, or the file extracted from the zip); None if none
     mtime: float
+    problem: str = ""  # why the file cannot be graded whatever it holds (a link, a corrupt zip member ...)
 
 
 @dataclass
@@ -88,30 +103,78 @@ class Ingest:
 # ---------------------------------------------------------------- finding files
 
 def find_candidates(course: Course, submissions: Path) -> dict[str, list[Candidate]]:
+    """Every student's files: student id -> candidates. CourseError (one line) when `submissions` is
+    missing, not a folder or zip, or holds no .ipynb file at all (an empty or wrong folder): nothing is
+    graded or overwritten then."""
     if not submissions.exists():
         raise CourseError(f"{submissions}: no such file or folder; pass SUBMISSIONS=<folder or .zip>")
+    problems: dict[str, str] = {}
     if submissions.is_file():
         if not zipfile.is_zipfile(submissions):
             raise CourseError(f"{submissions}: not a folder or a .zip file; pass the LMS download")
-        root = extract_zip(submissions, course.ingest_dir / "unzipped")
+        root = course.ingest_dir / "unzipped"
+        problems = extract_zip(submissions, root)
         prefix = f"{submissions.name}:"
         wrapper = root / submissions.stem
         top = [p.name for p in root.iterdir() if not p.name.startswith(".") and p.name not in IGNORED_PARTS]
-        if top == [submissions.stem] and wrapper.is_dir():
+        top += [name.split("/")[0] for name in problems if "/" in name]
+        if set(top) == {submissions.stem} and wrapper.is_dir():
             root, prefix = wrapper, f"{prefix}{submissions.stem}/"  # `zip -r subs.zip subs/`
-    else:
+            problems = {name[len(submissions.stem) + 1:]: why for name, why in problems.items()}
+    elif submissions.is_dir():
         root, prefix = submissions, ""
+    else:
+        raise CourseError(f"{submissions}: not a folder or a .zip file; pass the LMS download")
     found: dict[str, list[Candidate]] = {}
     for item in sorted(root.iterdir()):
-        if item.name.startswith(".") or item.name in IGNORED_PARTS:
+        if _ignored(item.name):
             continue
-        if item.is_file() and item.suffix.lower() == ".ipynb":
-            found.setdefault(item.stem, []).append(_candidate(item, root, prefix))
+        if item.is_symlink():
+            found.setdefault(_student_of(item.name), []).append(
+                Candidate(prefix + item.name, None, 0.0, "a symbolic link, not followed"))
+        elif item.is_file():
+            found.setdefault(_student_of(item.name), []).append(_candidate(item, root, prefix))
         elif item.is_dir():
-            notebooks = [p for p in sorted(item.rglob("*")) if p.is_file() and p.suffix.lower() == ".ipynb"
-                         and not any(part.startswith(".") or part in IGNORED_PARTS
-                                     for part in p.relative_to(root).parts)]
-            found.setdefault(item.name, []).extend(_candidate(p, root, prefix) for p in notebooks)
+            found.setdefault(item.name, []).extend(_folder_candidates(item, root, prefix))
+    for name, why in sorted(problems.items()):
+        first, _, rest = name.partition("/")
+        if why.startswith(UNSAFE_NAME):
+            found.setdefault(name, []).append(Candidate(prefix + name, None, 0.0, why))
+        elif not any(_ignored(part) for part in name.split("/")):
+            found.setdefault(first if rest else _student_of(first), []).append(
+                Candidate(prefix + name, None, 0.0, why))
+    if not any(c.label.lower().endswith(NOTEBOOK_SUFFIX) for cs in found.values() for c in cs):
+        raise CourseError(f"{submissions}: no .ipynb file in it (empty, or not the LMS download?); "
+                          "nothing was graded or overwritten")
+    return found
+
+
+def _ignored(name: str) -> bool:
+    return name.startswith(".") or name in IGNORED_PARTS
+
+
+def _student_of(file_name: str) -> str:
+    """The student id a top-level file stands for: its name without the suffix (and without a `.ipynb`
+    left before another suffix: `alice.ipynb.txt` is alice's)."""
+    stem = Path(file_name).stem
+    return stem[:-len(NOTEBOOK_SUFFIX)] if stem.lower().endswith(NOTEBOOK_SUFFIX) else stem
+
+
+def _folder_candidates(folder: Path, root: Path, prefix: str) -> list[Candidate]:
+    """The files of one student's folder at any depth (hidden ones and checkpoints left out); links are
+    listed, never followed."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if not _ignored(d))
+        for name in [*dirnames, *sorted(filenames)]:
+            path = here / name
+            if path.is_symlink():
+                found.append(Candidate(prefix + path.relative_to(root).as_posix(), None, 0.0,
+                                       "a symbolic link, not followed"))
+            elif name in filenames and not _ignored(name):
+                found.append(_candidate(path, root, prefix))
+        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
     return found
 
 
@@ -119,60 +182,135 @@ def _candidate(path: Path, root: Path, prefix: str) -> Candidate:
     return Candidate(prefix + path.relative_to(root).as_posix(), path, path.stat().st_mtime)
 
 
-def extract_zip(archive: Path, target: Path) -> Path:
-    """Extract safely (no absolute paths, no `..`, bounded size); keep the members' dates."""
+class MemberError(Exception):
+    """One zip member cannot be extracted; the message says why."""
+
+
+def extract_zip(archive: Path, target: Path) -> dict[str, str]:
+    """Extract `archive` into `target` (emptied first), member by member, keeping the members' dates;
+    return {member name: why it was not extracted} for the members left out: unsafe names (absolute,
+    `..`), symbolic links, names given twice, encrypted or corrupt data, and members past the size
+    limits (MAX_MEMBER_BYTES each, MAX_ZIP_BYTES in all, MAX_RATIO compression), all counted on the
+    bytes really decompressed, not on the sizes the archive declares. An archive that cannot be opened
+    at all is a CourseError."""
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    with zipfile.ZipFile(archive) as zf:
+    problems: dict[str, str] = {}
+    try:
+        zf = zipfile.ZipFile(archive)
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise CourseError(f"{archive}: cannot read the zip ({exc}); download it again") from None
+    with zf:
         members = [m for m in zf.infolist() if not m.is_dir()]
-        if sum(m.file_size for m in members) > MAX_ZIP_BYTES:
-            raise CourseError(f"{archive}: expands to more than {MAX_ZIP_BYTES >> 30} GiB; unpack it "
-                              "yourself and pass the folder")
-        for member in members:
-            parts = Path(member.filename.replace("\\", "/")).parts
-            if member.filename.startswith("/") or ".." in parts or not parts:
-                continue
-            dest = target.joinpath(*parts)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(member) as src, open(dest, "wb") as out:
-                shutil.copyfileobj(src, out)
-            stamp = time.mktime((*member.date_time, 0, 0, -1))
-            os.utime(dest, (stamp, stamp))
-    return target
+        names = [m.filename.replace("\\", "/") for m in members]
+        counts = Counter(names)
+        total = 0
+        for member, name in zip(members, names, strict=True):
+            parts = [p for p in name.split("/") if p not in ("", ".")]
+            if name.startswith("/") or re.match(r"[A-Za-z]:", name) or ".." in parts or not parts:
+                problems[name[:MAX_LABEL]] = f"{UNSAFE_NAME} (absolute or '..'), not extracted"
+            elif stat.S_ISLNK(member.external_attr >> 16):
+                problems[name] = "a symbolic link in the zip, not extracted"
+            elif counts[name] > 1:
+                problems[name] = f"the name appears {counts[name]} times in the zip, none extracted"
+            elif total >= MAX_ZIP_BYTES:
+                problems[name] = f"not extracted: the zip expands past {MAX_ZIP_BYTES >> 20} MB in all"
+            else:
+                dest = target.joinpath(*parts)
+                try:
+                    total += _extract_member(zf, member, dest, MAX_ZIP_BYTES - total)
+                except MemberError as exc:
+                    problems[name] = str(exc)
+                    with suppress(OSError):
+                        dest.unlink()
+    return problems
+
+
+def _extract_member(zf: zipfile.ZipFile, member: zipfile.ZipInfo, dest: Path, room: int) -> int:
+    """Decompress one member to dest within the limits; return its size. MemberError says why not."""
+    limit = min(MAX_MEMBER_BYTES, room)
+    if member.flag_bits & 0x1:
+        raise MemberError("encrypted in the zip, not extracted")
+    if member.file_size > limit:
+        raise MemberError(f"expands to {member.file_size >> 20} MB, more than the {limit >> 20} MB allowed")
+    if member.file_size > RATIO_FLOOR and member.file_size > MAX_RATIO * max(member.compress_size, 1):
+        raise MemberError(f"compressed {member.file_size // max(member.compress_size, 1)}:1 (a zip bomb?), "
+                          f"more than {MAX_RATIO}:1 allowed")
+    written = 0
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with zf.open(member) as src, open(dest, "wb") as out:
+            while chunk := src.read(1 << 20):
+                written += len(chunk)
+                if written > limit or (written > RATIO_FLOOR and written > MAX_RATIO * max(member.compress_size, 1)):
+                    raise MemberError("expands past its declared size and the limits (zip bomb?), not extracted")
+                out.write(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError) as exc:
+        detail = " ".join(str(exc).split())[:80] or type(exc).__name__
+        raise MemberError(f"corrupt in the zip ({detail}), not extracted") from None
+    except OSError as exc:
+        raise MemberError(f"cannot be extracted ({exc.strerror or exc})") from None
+    stamp = time.mktime((*member.date_time, 0, 0, -1))
+    os.utime(dest, (stamp, stamp))
+    return written
 
 
 # ---------------------------------------------------------------- reading one student
 
 def select_notebook(student_id: str, candidates: list[Candidate]) -> Entry:
+    """The student's row: the newest readable .ipynb is graded (with a note naming the others); when
+    none is readable, the row is flagged invalid_notebook with each file's reason (foreign uploads such
+    as a .py, a .pdf or a notebook saved as .txt included)."""
     entry = Entry(student_id)
+    problems = [c for c in candidates if c.problem]
     if not STUDENT_ID.fullmatch(student_id):
-        entry.flags.append(F.flag(F.UNKNOWN_STUDENT_ID, "allowed: letters, digits, _ . -"))
+        entry.flags.append(F.flag(F.UNKNOWN_STUDENT_ID, ", ".join(_reason(c, c.problem) for c in problems)
+                                  or "allowed: letters, digits, _ . -"))
         entry.source = "; ".join(c.label for c in candidates).replace(";", ",")
         return entry
-    if not candidates:
-        entry.flags.append(F.flag(F.INVALID_NOTEBOOK, "no .ipynb file in the student's folder"))
+    notebooks = sorted((c for c in candidates if not c.problem and c.label.lower().endswith(NOTEBOOK_SUFFIX)),
+                       key=lambda c: (c.mtime, c.label), reverse=True)
+    skipped = []
+    for candidate in notebooks:
+        notebook, problem = read_notebook(candidate.path)
+        if notebook is None:
+            skipped.append(_reason(candidate, problem))
+            continue
+        entry.source, entry.original = candidate.label, notebook
+        if len(notebooks) > 1:
+            note = f"{len(notebooks)} found, graded the newest readable {candidate.label}"
+            entry.flags.append(F.flag(F.MULTIPLE_NOTEBOOKS, ", ".join([note, *skipped])))
+        if problems:
+            entry.flags.append(F.flag(F.REJECTED_FILE, ", ".join(_reason(c, c.problem) for c in problems)))
         return entry
-    chosen = max(candidates, key=lambda c: (c.mtime, c.label))
-    entry.source = chosen.label
-    if len(candidates) > 1:
-        entry.flags.append(F.flag(F.MULTIPLE_NOTEBOOKS, f"{len(candidates)} found, graded the newest "
-                                  f"{chosen.label}"))
-    notebook, problem = read_notebook(chosen.path)
-    if problem:
-        entry.flags.append(F.flag(F.INVALID_NOTEBOOK, problem))
-    else:
-        entry.original = notebook
+    others = [c for c in candidates if c not in notebooks]
+    reasons = skipped + [_reason(c, c.problem or foreign_upload(c.path)) for c in others]
+    entry.flags.append(F.flag(F.INVALID_NOTEBOOK, ", ".join(reasons) or "no file in the student's folder"))
+    entry.source = ", ".join(c.label for c in candidates)[:MAX_LABEL * 2].replace(";", ",")
     return entry
+
+
+def _reason(candidate: Candidate, why: str) -> str:
+    return f"{candidate.label[:MAX_LABEL]}: {why}"
+
+
+def foreign_upload(path: Path) -> str:
+    """Why a file not named .ipynb is not graded: a notebook under another name, or not a notebook."""
+    notebook, _ = read_notebook(path)
+    suffix = path.suffix.lower()
+    if notebook is not None:
+        return f"a notebook saved as {suffix or 'a file without suffix'}; rename it to .ipynb to grade it"
+    return f"not a notebook ({suffix or 'no suffix'} file)"
 
 
 def read_notebook(path: Path) -> tuple[NotebookNode | None, str]:
     """Parse a notebook without trusting it; return (notebook, "") or (None, what is wrong)."""
+    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        return None, f"larger than {MAX_NOTEBOOK_BYTES >> 20} MB"
     data = path.read_bytes()
     if not data.strip():
         return None, "empty file"
-    if len(data) > MAX_NOTEBOOK_BYTES:
-        return None, f"larger than {MAX_NOTEBOOK_BYTES >> 20} MB"
     try:
         raw = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:

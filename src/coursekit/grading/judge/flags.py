@@ -24,6 +24,7 @@ DELETED_ASSERTS = "deleted_asserts"
 DUPLICATE_IDS = "duplicate_ids"
 UNKNOWN_STUDENT_ID = "unknown_student_id"
 MULTIPLE_NOTEBOOKS = "multiple_notebooks"
+REJECTED_FILE = "rejected_file"  # a file of a graded student that could not be taken (link, corrupt zip member)
 EXERCISE_NOTEBOOK = "exercise_notebook"
 SUSPICIOUS_CODE = "suspicious_code"
 SANDBOX_VIOLATION = "sandbox_violation"

@@ -25,8 +25,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from jinja2 import Environment, FileSystemLoader, select_autoescape  # noqa: E402
-from matplotlib import font_manager  # noqa: E402
 
+from coursekit.fonts import FigureError, cjk_font  # noqa: E402
 from coursekit.grading.course import Course, Rubric  # noqa: E402
 from coursekit.grading.judge import flags as F  # noqa: E402
 from coursekit.grading.records.autograded import Graded  # noqa: E402
@@ -34,7 +34,6 @@ from coursekit.lesson import Lesson  # noqa: E402
 
 COMMON = 2
 MISTAKE_COLUMNS = ("check", "title", "diagnostic", "count", "students")
-CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Serif CJK SC", "WenQuanYi Zen Hei", "SimHei")
 STATES = (("yes", "通过", "#2e7d32"), ("no", "未通过", "#c62828"), ("pending", "待人工评分", "#f9a825"))
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 
@@ -147,9 +146,10 @@ def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str], 
 
 def _style() -> None:
     """Matplotlib settings for the report's plots: a CJK font, glyphs as SVG paths, stable SVG ids."""
-    installed = {f.name for f in font_manager.fontManager.ttflist}
-    family = next((name for name in CJK_FAMILIES if name in installed), None)
-    if family is None:
+    try:
+        family = cjk_font()  # the kit's one font set-up (coursekit.fonts): survives a stale font cache
+    except FigureError:
+        family = None
         warnings.warn("no CJK font found (install fonts-noto-cjk): the report's plot labels will show boxes",
                       stacklevel=2)
     plt.rcParams.update({

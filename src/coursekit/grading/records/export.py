@@ -15,12 +15,14 @@ Formats (one row per roster student, in roster order):
   user by" in Moodle's CSV grade import), the grade column and a feedback column (passed, vetoes).
 - csv: student_id, the roster's identifiers, every score column of the report, passed and flags.
 
-Grades are the report's totals (gradebook, manual grades included; 0 for an unreadable notebook).
-A student still pending manual grading, or in the roster without a submission, gets an empty grade
-(an LMS import leaves an empty cell alone). A veto does not change the points: `passed` (csv) and
-the feedback column (moodle) carry it; in Canvas, enter it by hand. Nobody is dropped silently:
-students missing from the roster, from the class, or still pending are listed. A bad roster stops
-with one line naming its row.
+Grades are the report's totals (gradebook, manual grades included; 0 for an unreadable notebook); a
+vetoed student's are capped below the pass score (report.Row.final_total), and `passed` (csv) and the
+feedback column (moodle) say why. A student still pending manual grading, or in the roster without a
+submission, has no grade: an empty cell in Canvas and csv (Canvas's import leaves it alone), no row at
+all in Moodle (Moodle's import clears a grade on an empty cell: grade/import/csv/classes/load_data.php,
+update_grade_item, `$value === ''` -> null). Nobody is dropped silently: students missing from the
+roster, from the class, or still pending are listed. A bad roster (a repeated student or LMS id, a
+student_id that is no course id, a missing identifier column or cell) stops with one line naming its row.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading.course import DEFAULT_ROOT, Course, Rubric
+from coursekit.grading.intake.ingest import STUDENT_ID
 from coursekit.grading.judge import flags as F
 from coursekit.grading.records.report import Row, class_rows, find_lesson, report_columns
 
@@ -43,6 +46,7 @@ FIELDS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "sec
 ALIASES = {"student": "name", "id": "canvas_id", "sis user id": "sis_user_id", "sis login id": "sis_login_id",
            "email address": "email", "id number": "idnumber"}
 CANVAS_IDS = ("canvas_id", "sis_user_id", "sis_login_id")
+LMS_IDS = (*CANVAS_IDS, "email", "username", "idnumber")  # one LMS user each: never repeated in a roster
 MOODLE_IDS = {"email": "Email address", "username": "Username", "idnumber": "ID number"}
 
 
@@ -94,8 +98,15 @@ def read_roster(path: Path, fmt: str, moodle_id: str = "email") -> list[Student]
     if "student_id" not in names:
         raise CourseError(f"{path}:1: no student_id column (the course id: the submission's file name); "
                           f"columns found: {', '.join(h.strip() for h in header)}")
+    if fmt == "canvas" and not set(CANVAS_IDS) & set(names):
+        raise CourseError(f"{path}:1: no ID, SIS User ID or SIS Login ID column; Canvas matches students by one "
+                          "of them")
+    if fmt == "moodle" and moodle_id not in names:
+        raise CourseError(f"{path}:1: no {moodle_id} column; Moodle identifies users by it "
+                          "(--moodle-id email|username|idnumber)")
     students: list[Student] = []
     seen: dict[str, int] = {}
+    lms_seen: dict[tuple[str, str], int] = {}
     for values in reader:
         line = reader.line_num
         if not any(v.strip() for v in values):
@@ -109,7 +120,16 @@ def read_roster(path: Path, fmt: str, moodle_id: str = "email") -> list[Student]
             raise CourseError(f"{path}:{line}: empty student_id")
         if sid in seen:
             raise CourseError(f"{path}:{line}: student_id '{sid}' repeats row {seen[sid]}")
+        if not STUDENT_ID.fullmatch(sid):
+            raise CourseError(f"{path}:{line}: student_id '{sid[:60]}' is not a course id (letters, digits, _ . -: "
+                              "the submission's file or folder name)")
         seen[sid] = line
+        for key in LMS_IDS:
+            value = row.get(key, "").casefold()
+            if value and (key, value) in lms_seen:
+                raise CourseError(f"{path}:{line}: {key} '{row[key]}' repeats row {lms_seen[key, value]} "
+                                  "(one LMS user for two students)")
+            lms_seen.setdefault((key, value), line)
         if fmt == "canvas" and not any(row.get(k) for k in CANVAS_IDS):
             raise CourseError(f"{path}:{line}: '{sid}' has no ID, SIS User ID or SIS Login ID; Canvas matches "
                               "students by one of them")
@@ -127,7 +147,7 @@ def _points(row: Row | None) -> str:
     while manual answers are pending."""
     if row is None or row.manual_pending:  # even if 8 is out of reach, the points are not final yet
         return ""
-    return f"{round(row.total, 4):g}"
+    return f"{round(row.final_total, 4):g}"
 
 
 def _feedback(row: Row | None) -> str:
@@ -147,16 +167,18 @@ def export_rows(fmt: str, roster: list[Student], rows: dict[str, Row], assignmen
                ["Points Possible", "", "", "", "", f"{rubric.max_score:g}"]]
         out += [[s.fields.get(k, "") for k in ("name", *CANVAS_IDS, "section")] + [_points(rows.get(s.student_id))]
                 for s in roster]
-    elif fmt == "moodle":
+    elif fmt == "moodle":  # rows without a grade are left out: Moodle's import clears a grade on an empty cell
         out = [[MOODLE_IDS[moodle_id], assignment, f"{assignment} feedback"]]
-        out += [[s.fields[moodle_id], _points(rows.get(s.student_id)), _feedback(rows.get(s.student_id))]
-                for s in roster]
+        out += [[s.fields[moodle_id], points, _feedback(rows.get(s.student_id))]
+                for s in roster if (points := _points(rows.get(s.student_id)))]
     else:
         ids = [k for k in FIELDS[1:] if any(s.fields.get(k) for s in roster)]
         out = [["student_id", *ids, *columns]]
         for s in roster:
             row = rows.get(s.student_id)
             scores = row.as_csv() if row else {}
+            if row and row.vetoed:
+                scores["total"] = f"{round(row.final_total, 4):g}"
             out.append([s.student_id, *(s.fields.get(k, "") for k in ids), *(scores.get(c, "") for c in columns)])
     return out
 

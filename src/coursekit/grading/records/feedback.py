@@ -8,6 +8,7 @@ instead of once per student, and nbconvert's BeautifulSoup pass runs only on pag
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -18,9 +19,11 @@ from jinja2 import pass_context
 from nbconvert.exporters import TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from nbconvert.preprocessors import Preprocessor
 from nbconvert.writers import FilesWriter
 from nbformat.notebooknode import NotebookNode
 from nbgrader.converters import GenerateFeedback
+from nbgrader.preprocessors import GetGrades
 from traitlets.config import Config
 
 from coursekit.grading.course import Course
@@ -111,6 +114,25 @@ class SoupOnlyWhenNeeded:
         return str(soup)
 
 
+class VetoNote(Preprocessor):
+    """After GetGrades: on a vetoed student's page the score is the capped one (as exported to the LMS)
+    and a first cell says why. Set `reasons` and `cap` before each page; no reasons, no change."""
+
+    reasons: list[str] = []
+    cap: float = 0.0
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        if self.reasons:
+            grades = resources["nbgrader"]
+            total = float(grades.get("score") or 0.0)
+            grades["score"] = min(total, self.cap)
+            items = "\n".join(f"- {html.escape(reason)}" for reason in self.reasons)
+            nb.cells.insert(0, nbformat.v4.new_markdown_cell(
+                f"**一票否决（veto）**：本次作业记为未通过，成绩按 {grades['score']:g} 分计"
+                f"（各单元得分合计 {total:g} 分）。原因：\n\n{items}", id="coursekit-veto"))
+        return nb, resources
+
+
 class FeedbackWriter:
     """Writes feedback/<student_id>/lesson11/lesson11.html from the autograded notebook and the gradebook."""
 
@@ -122,13 +144,19 @@ class FeedbackWriter:
                               (MarkdownOnce, SoupOnlyWhenNeeded, converter.exporter_class), {})
         self.exporter = exporter_class(config=converter.config)
         self.steps = list(converter.preprocessors)
+        self.veto_note = VetoNote(enabled=True)
         for step in self.steps:
             self.exporter.register_preprocessor(step)
+            if step is GetGrades:
+                self.exporter.register_preprocessor(self.veto_note)
         self.writer = FilesWriter(config=converter.config)
         self.permissions = int(str(converter.permissions), 8)
 
-    def write(self, student_id: str, autograded: NotebookNode | None = None) -> None:
-        """Write one student's page; `autograded` (changed here) saves reading the file again."""
+    def write(self, student_id: str, autograded: NotebookNode | None = None, vetoes: tuple[str, ...] = (),
+              cap: float = 0.0) -> None:
+        """Write one student's page; `autograded` (changed here) saves reading the file again. `vetoes`:
+        the reasons of the student's vetoes; the page's score is then at most `cap`."""
+        self.veto_note.reasons, self.veto_note.cap = list(vetoes), cap
         nb = autograded or nbformat.read(self.course.autograded_notebook(student_id), as_version=4)
         resources = {"unique_key": self.course.notebook, "output_files_dir": f"{self.course.notebook}_files",
                      "nbgrader": {"student": student_id, "assignment": self.course.assignment,

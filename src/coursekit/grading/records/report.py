@@ -12,6 +12,8 @@ Vetoes (一票否决), shown as `veto(reason)` in flags:
 - an instructor comment in formgrader that starts with `一票否决:` / `一票否决：` / `VETO:` (any graded
   answer or the code cell), the rest of the comment being the reason;
 - automatic: `deleted_asserts` (the seed's 删除边界检查: given checks removed from the fill-in).
+A veto caps the points that leave the kit (`Row.final_total`: LMS export, the feedback page, which
+also says why) at VETO_MARGIN below the pass score; the report CSV keeps the cells' own total.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from coursekit.lesson import parse_lesson
 TOTAL_COLUMNS = ("auto_total", "manual_total", "total", "max_score", "passed", "flags")
 VETO_COMMENT = re.compile(r"^\s*(一票否决|VETO)\s*[:：]\s*(?P<reason>.*)", re.IGNORECASE | re.DOTALL)
 AUTOMATIC_VETOES = {F.DELETED_ASSERTS: "删除边界检查"}
+VETO_MARGIN = 1.0  # a vetoed notebook's exported points stay this far below the pass score (8 -> 7 of 10)
 
 
 def report_columns(rubric: Rubric) -> tuple[str, ...]:
@@ -81,6 +84,21 @@ class Row:
     @property
     def vetoed(self) -> bool:
         return any(F.flag_name(f) == F.VETO for f in self.flags)
+
+    @property
+    def veto_reasons(self) -> tuple[str, ...]:
+        return tuple(f[len(F.VETO) + 1:-1] for f in self.flags if F.flag_name(f) == F.VETO)
+
+    @property
+    def veto_cap(self) -> float:
+        """The most points a vetoed notebook keeps: VETO_MARGIN below the pass score (a veto fails it)."""
+        return max(0.0, self.rubric.pass_score - VETO_MARGIN)
+
+    @property
+    def final_total(self) -> float:
+        """The points that leave the kit (LMS export, feedback page): the total, capped at veto_cap when
+        a veto applies."""
+        return min(self.total, self.veto_cap) if self.vetoed else self.total
 
     @property
     def passed(self) -> str:
@@ -126,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.no_feedback:
             writer = FeedbackWriter(course)
             for row in tqdm([r for r in rows if r.graded], desc="feedback", unit="nb", file=sys.stderr):
-                writer.write(row.student_id)
+                writer.write(row.student_id, vetoes=row.veto_reasons, cap=row.veto_cap)
         print(summary_line(rows, course.report_csv))
     return 0
 

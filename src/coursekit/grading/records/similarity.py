@@ -1,24 +1,37 @@
 """Copy check for the written answers (explanation, Q1–Q3): flags for the instructor, never a score.
 
-Text is compared as sets of character n-grams ("shingles"), which needs no word segmentation and so
-works for Chinese as for English. Before shingling, an answer is normalised: NFKC, lower case, math
-(`$…$`) dropped, and only letters and digits kept (spaces, punctuation and Markdown never count).
+Text is compared as sets of character n-grams ("shingles", SHINGLE = 5 characters), which needs no
+word segmentation and so works for Chinese as for English. Before shingling, an answer is normalised:
+NFKC, lower case, math (`$…$`) dropped, and only letters and digits kept (spaces, punctuation and
+Markdown never count).
 
-- copied_reference(q2 0.93): 93 % of the answer's shingles occur in the lesson's reference answer
-  for that question (containment |A ∩ R| / |A|, so copying part of a long reference counts too);
-  flagged at REFERENCE_THRESHOLD.
-- similar_answers(q1: s03, s17 0.88): two students' answers share 88 % of their shingles (Jaccard
-  |A ∩ B| / |A ∪ B|), after removing every shingle of the reference answer and of the question,
-  so two copies of the reference are not "similar" to each other for that reason alone; flagged at
-  PAIR_THRESHOLD. Students joined by such pairs form one group.
+- copied_reference(q2 0.93): the answer and the lesson's reference answer for that question overlap
+  by 0.93: the larger of the two containments |A ∩ R| / |A| and |A ∩ R| / |R|, so pasting half of a
+  long reference among one's own sentences counts as much as a short answer made of reference text,
+  in any order. The reference's shingles are taken as written and as rendered (its math's letters
+  kept, as a student copying the page gets them). Flagged at REFERENCE_THRESHOLD.
+- similar_answers(q1: s03, s17 0.88): two students' answers share 88 % of their shingles (Jaccard),
+  after removing every shingle of the reference answer and of the question, so two copies of the
+  reference are not "similar" to each other for that reason alone; flagged at PAIR_THRESHOLD.
+  Students joined by such pairs form one group.
+
+Shingle length and thresholds come from a calibration (docs/copy_check.md; data and test in
+tests/grading/data/copy_check/ and tests/grading/test_copy_check_calibration.py): 40 honest answers
+written independently from the points a good answer makes, and 21 copies of the reference or of a
+classmate, verbatim, re-ordered, synonym-swapped, back-translated and partial. With 2-character
+shingles (the earlier measure) honest answers that follow the prompt's structure reached 0.54
+containment in the reference, above its 0.5 threshold; with 5, honest answers reach 0.29 against the
+reference and 0.067 against each other, and every copy keeping half of its source's sentences
+0.38 and 0.13 or more.
 
 Pairs come from MinHash LSH (datasketch): each answer is hashed once and only answers that agree on
 some LSH band are scored (exactly), so a class of thousands is far from n²/2 comparisons
-(bench/bench_similarity.py). With 170 bands of 3 rows, a pair exactly at PAIR_THRESHOLD is missed
-with probability 6e-4, one at 0.5 with 1e-10, while a pair of independent answers (Jaccard about
-0.05) becomes a candidate with probability 0.02 (candidate_probability).
-Answers shorter than MIN_CHARS normalised characters are not compared: too little text to tell
-copying from a common short phrase. Thresholds: autograder/README.md; tests: tests/grading/test_similarity.py.
+(bench/bench_similarity.py). With 700 bands of 2 rows, a pair at PAIR_THRESHOLD is missed with
+probability 9e-4, one at 0.13 (the calibration's lowest for a copy keeping half its source's
+sentences) with 7e-6, while a pair of independent answers (Jaccard about 0.005) becomes a candidate
+with probability 0.02 (candidate_probability). Answers shorter than MIN_CHARS normalised characters
+are not compared: too little text to tell copying from a common short phrase. Thresholds:
+autograder/README.md; tests: tests/grading/test_similarity.py, test_copy_check_calibration.py.
 """
 
 from __future__ import annotations
@@ -31,27 +44,39 @@ from datasketch import MinHash, MinHashLSH
 
 from coursekit.grading.judge.flags import COPIED_REFERENCE, SIMILAR_ANSWERS, flag
 
-SHINGLE = 2                # characters per shingle: about one Chinese word
-MIN_CHARS = 40             # shorter normalised answers are not compared
-REFERENCE_THRESHOLD = 0.5  # containment of the answer in the reference answer
-PAIR_THRESHOLD = 0.35      # Jaccard between two students' answers (reference and question text removed)
-LSH_BANDS, LSH_ROWS = 170, 3  # 510 MinHash values; a pair is a candidate if one band of 3 values agrees
+SHINGLE = 5                 # characters per shingle: two to three Chinese words (calibrated: docs/copy_check.md)
+MIN_CHARS = 40              # shorter normalised answers are not compared
+REFERENCE_THRESHOLD = 0.33  # overlap of the answer and the reference answer
+PAIR_THRESHOLD = 0.10       # Jaccard of two students' answers (reference and question text removed)
+LSH_BANDS, LSH_ROWS = 700, 2  # 1400 MinHash values; a pair is a candidate if one band of 2 values agrees
 NUM_PERM = LSH_BANDS * LSH_ROWS
 MAX_LISTED = 6             # students named in one similar_answers flag
 
 _MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]*\$", re.S)
+_TEX_COMMAND = re.compile(r"\\([A-Za-z]+)")
+GREEK = {name: chr(0x3B1 + k) for k, name in enumerate(  # \pi -> π, as MathJax shows it; other commands vanish
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho varsigma sigma "
+    "tau upsilon phi chi psi omega".split())}
 
 
-def normalize(text: str) -> str:
-    """Letters and digits only, NFKC, lower case, math removed."""
-    text = _MATH.sub(" ", unicodedata.normalize("NFKC", text)).lower()
+def normalize(text: str, keep_math: bool = False) -> str:
+    """Letters and digits only, NFKC, lower case, math removed (kept as its letters and digits with
+    `keep_math`: what a student copying the rendered page gets, e.g. `$\\pm 1$` -> `pm1`)."""
+    text = unicodedata.normalize("NFKC", text)
+    text = _TEX_COMMAND.sub(lambda m: GREEK.get(m[1], ""), text) if keep_math else _MATH.sub(" ", text)
+    text = text.lower()
     return "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN")
 
 
-def shingles(text: str, n: int = SHINGLE) -> set[str]:
+def shingles(text: str, n: int = SHINGLE, keep_math: bool = False) -> set[str]:
     """Character n-grams of the normalised text."""
-    norm = normalize(text)
+    norm = normalize(text, keep_math)
     return {norm[k:k + n] for k in range(len(norm) - n + 1)}
+
+
+def reference_shingles(reference: str) -> set[str]:
+    """The reference's shingles as written and as rendered (its math's letters kept)."""
+    return shingles(reference) | shingles(reference, keep_math=True)
 
 
 def containment(part: set[str], whole: set[str]) -> float:
@@ -60,6 +85,11 @@ def containment(part: set[str], whole: set[str]) -> float:
 
 def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
+
+
+def overlap(a: set[str], b: set[str]) -> float:
+    """The larger containment: |A ∩ B| / min(|A|, |B|)."""
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
 
 
 def candidate_probability(similarity: float) -> float:
@@ -99,8 +129,8 @@ class QuestionCheck:
 def check_question(answers: dict[str, str], reference: str, question: str = "") -> QuestionCheck:
     """Compare each answer with the reference, and every answer with every other (through LSH)."""
     long_enough = {sid: shingles(text) for sid, text in answers.items() if len(normalize(text)) >= MIN_CHARS}
-    ref = shingles(reference)
-    copied = {sid: c for sid, s in long_enough.items() if (c := containment(s, ref)) >= REFERENCE_THRESHOLD}
+    ref = reference_shingles(reference)
+    copied = {sid: c for sid, s in long_enough.items() if (c := overlap(s, ref)) >= REFERENCE_THRESHOLD}
     common = ref | shingles(question)
     own = {sid: s - common for sid, s in long_enough.items()}
     own = {sid: s for sid, s in own.items() if len(s) >= MIN_CHARS - SHINGLE + 1}
