@@ -19,7 +19,7 @@ from coursekit.grading.formgrader import command, prepare
 def test_make_formgrader_prints_the_formgrader_url_with_its_token(released_course, monkeypatch, capsys):
     started = []
     monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
-    monkeypatch.setattr(formgrader.subprocess, "call", lambda cmd, cwd: started.append(cmd) or 0)
+    monkeypatch.setattr(formgrader, "serve", lambda cmd, cwd: started.append(cmd) or 0)
     assert main(["formgrader", "--course", str(released_course.root), "--port", "8899"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("formgrader: open http://127.0.0.1:8899/formgrader?token=")

@@ -22,7 +22,16 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from attack_kinds import ATTACKS, HONEST, MARKER, SECRET_NAME, Target, write_attack_class
+from attack_kinds import (
+    ATTACKS,
+    HONEST,
+    MARKDOWN_ATTACKS,
+    MARKER,
+    SECRET_NAME,
+    TEX_ATTACKS,
+    Target,
+    write_attack_class,
+)
 from bs4 import BeautifulSoup
 from conftest import make_course
 from nbgrader.api import Gradebook
@@ -31,6 +40,7 @@ from test_grading_commands import free_port
 from coursekit.cli import main
 from coursekit.grading.course import Course
 from coursekit.grading.formgrader import command
+from coursekit.grading.preprocessors import clean_markdown, sanitize_output
 from coursekit.grading.release import release
 from coursekit.grading.sandbox import SANDBOX_UID_BASE, unavailable_reason
 
@@ -302,3 +312,49 @@ def test_no_script_of_the_student_runs_in_formgrader(formgrader_url, browser):
         assert page.evaluate(LIVE_ELEMENTS) == []
     finally:
         page.close()
+
+
+# ---------------------------------------------------------------- student text in instructor pages (TeX)
+
+# What MathJax 3 makes into attributes or definitions: the html extension (\href \class \style \cssId \data,
+# MathJax-src ts/input/tex/html/HtmlConfiguration.ts), \unicode (ts/input/tex/unicode), \mmlToken (any
+# attribute, ts/input/tex/base/BaseMappings.ts), \require (loads extensions), \def and kin (rebuild them).
+LIVE_TEX = re.compile(r"\\(href|url|class|style|cssId|data|unicode|mmlToken|require|def|let|newcommand)(?![A-Za-z])")
+
+
+def browser_view(page_html: str) -> tuple[str, list[str]]:
+    """The text MathJax reads (tags and comments out, character references decoded, as a browser does)
+    and every URL-valued attribute with what a browser's URL parser drops removed."""
+    soup = BeautifulSoup(page_html, "html.parser")
+    urls = [re.sub(r"[\x00-\x20]", "", v).lower() for tag in soup.find_all(True)
+            for name, v in tag.attrs.items() if name in ("href", "src", "xlink:href", "values", "action")]
+    return soup.get_text(), urls
+
+
+def safe_urls(urls: list[str]) -> bool:
+    return all(u.startswith(("http://", "https://", "#")) or not re.match(r"[a-z][a-z0-9+.-]*:", u) for u in urls)
+
+
+@pytest.mark.parametrize("attack", TEX_ATTACKS + MARKDOWN_ATTACKS)
+def test_a_hostile_written_answer_keeps_no_tex_macro_and_no_script_link(attack):
+    """A Markdown answer cell as formgrader and the feedback page show it: clean_markdown, then
+    nbconvert's Markdown renderer; what MathJax then reads holds no LIVE_TEX macro and no link but
+    http(s)."""
+    from nbconvert.filters.markdown import markdown2html
+
+    text, urls = browser_view(markdown2html(clean_markdown(attack)))
+    assert not LIVE_TEX.search(text), text
+    assert safe_urls(urls), urls
+    assert "<svg" not in markdown2html(clean_markdown(attack))
+
+
+@pytest.mark.parametrize("mime, attack", [("text/html", a) for a in TEX_ATTACKS[:6]]
+                         + [("text/markdown", a) for a in (*MARKDOWN_ATTACKS[:2], *TEX_ATTACKS[6:8])])
+def test_a_hostile_html_or_markdown_output_keeps_no_tex_macro_and_no_script_link(mime, attack):
+    from nbconvert.filters.markdown import markdown2html
+
+    output = sanitize_output(nbformat.v4.new_output("display_data", data={mime: attack}))
+    shown = output.data[mime] if mime == "text/html" else markdown2html(output.data[mime])
+    text, urls = browser_view(shown)
+    assert not LIVE_TEX.search(text), text
+    assert safe_urls(urls), urls
