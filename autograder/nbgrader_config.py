@@ -23,7 +23,7 @@ from nbgrader.preprocessors import (
     SaveCells,
 )
 
-from coursekit.grading.formgrader import TEMPLATE_DIRS, TEMPLATE_PATHS
+from coursekit.grading.formgrader import TEMPLATE_DIRS
 from coursekit.grading.preprocessors import (
     BlankSolutions,
     CapOutput,
@@ -83,8 +83,5 @@ c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, SanitizeStudentC
 # nbgrader's submission page loads MathJax from cdnjs; this template folder, searched first, swaps in
 # MathJax 3 from node_modules. nbgrader's own template folder must stay in the list (feedback, formgrade).
 c.HTMLExporter.extra_template_basedirs = TEMPLATE_DIRS
-# Student TeX is typeset with MathJax 3's safe extension (formgrade and feedback): its set-up,
-# safe_mathjax.js, is on the template path so that the feedback page can inline it.
-c.HTMLExporter.extra_template_paths = TEMPLATE_PATHS
 # The exchange inside the course (created by coursekit formgrader): no "exchange missing" banner.
 c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")

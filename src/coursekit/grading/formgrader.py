@@ -39,7 +39,7 @@ from coursekit.grading.course import DEFAULT_ROOT, Course, put_venv_on_path
 TEMPLATE_DIRS = [str(Path(__file__).resolve().parent / "templates"),
                  str(Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader" / "templates")]
 # The pages' own scripts: served as /static/<name>, and on the template path of every HTMLExporter
-# (HTMLExporter.extra_template_paths in nbgrader_config.py) for the feedback page, which inlines them.
+# (HTMLExporter.extra_template_paths, set by coursekit.grading.feedback) for the feedback page, which inlines them.
 STATIC = Path(__file__).resolve().parent / "templates" / "static"
 TEMPLATE_PATHS = [str(STATIC)]
 EXTENSION = "coursekit.grading.formgrader_extension"
@@ -60,7 +60,7 @@ def command(course: Course, port: int, token: str, node_modules: Path = NODE_MOD
            "--ServerApp.port_retries=0", "--ServerApp.open_browser=False", f"--ServerApp.root_dir={course.root}",
            f"--IdentityProvider.token={token}", f"--ServerApp.extra_static_paths={node_modules.resolve()}",
            f"--ServerApp.extra_static_paths={STATIC}", f"--ServerApp.jpserver_extensions={EXTENSION}=True",
-           "--ServerApp.log_level=WARN"]  # its own start-up lines show the token masked: print ours instead
+           "--ServerApp.log_level=WARN", "--LabApp.log_level=WARN"]  # start-up lines mask the token: ours is printed
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers often run as root
     return cmd
