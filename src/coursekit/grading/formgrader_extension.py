@@ -6,7 +6,8 @@ each student's flags and vetoes for formgrader's submission page.
   plugin, no <base>, no framing by other sites. The submission page, where student text is shown, has
   no inline script left (templates/formgrade/: nbgrader's are moved to templates/static/). nbgrader's
   other pages (manage assignments, gradebook, students) pass their ids in inline scripts of the form
-  `var name = "value";` only: `NbgraderVariables` allows exactly those, by hash, page by page.
+  `var name = "value";` only (`NbgraderVariables` allows exactly those, by hash, page by page) and their
+  scripts write three fixed onclick handlers (allowed by hash: 'unsafe-hashes', NBGRADER_HANDLERS).
 - GET /coursekit/flags/<lesson>/<student>: the student's flags from the last report (copy check
   included) and the vetoes of now: instructor comments read from the gradebook as `coursekit report`
   reads them, and the automatic ones.
@@ -29,9 +30,20 @@ from tornado.web import OutputTransform
 from coursekit.grading import flags as F
 from coursekit.grading.course import Course
 
+INLINE_SCRIPT = re.compile(rb"<script(?:\s+type=\"text/javascript\")?\s*>(.*?)</script>", re.S)
+VARIABLES_ONLY = re.compile(rb"\s*(?:var [A-Za-z_]\w* = \"[^\"\\<>]*\";\s*)+")
+# nbgrader 0.9's onclick attributes (manage_assignments.js, manage_students.js,
+# gradebook_notebook_submissions.tpl): opening its own dialogs, showing names
+NBGRADER_HANDLERS = (b"createAssignmentModal();", b"createStudentModal();", b"toggleAllNames()")
+
+
+def csp_hash(code: bytes) -> str:
+    return f"'sha256-{base64.b64encode(hashlib.sha256(code).digest()).decode()}'"
+
+
 CONTENT_SECURITY_POLICY = "; ".join([
     "default-src 'self'",
-    "script-src 'self'",
+    "script-src 'self' 'unsafe-hashes' " + " ".join(map(csp_hash, NBGRADER_HANDLERS)),
     "style-src 'self' 'unsafe-inline'",  # MathJax's CHTML output and nbconvert's page styles are inline
     "img-src 'self' data:",              # plots are embedded as data: PNGs
     "font-src 'self' data:",
@@ -40,18 +52,15 @@ CONTENT_SECURITY_POLICY = "; ".join([
     "form-action 'self'",
     "frame-ancestors 'self'",
 ])
-INLINE_SCRIPT = re.compile(rb"<script(?:\s+type=\"text/javascript\")?\s*>(.*?)</script>", re.S)
-VARIABLES_ONLY = re.compile(rb"\s*(?:var [A-Za-z_]\w* = \"[^\"\\<>]*\";\s*)+")
 
 
 def allowed_inline_scripts(page: bytes) -> list[str]:
     """CSP hashes of the page's inline scripts that only set string variables (nbgrader's ids)."""
-    return [f"'sha256-{base64.b64encode(hashlib.sha256(body).digest()).decode()}'"
-            for body in INLINE_SCRIPT.findall(page) if VARIABLES_ONLY.fullmatch(body)]
+    return [csp_hash(body) for body in INLINE_SCRIPT.findall(page) if VARIABLES_ONLY.fullmatch(body)]
 
 
 class NbgraderVariables(OutputTransform):
-    """Adds the hashes of a page's variables-only inline scripts to its Content-Security-Policy."""
+    """Adds the hashes of an HTML page's variables-only inline scripts to its Content-Security-Policy."""
 
     def transform_first_chunk(self, status_code, headers, chunk, finishing):
         policy = headers.get("Content-Security-Policy", "")
