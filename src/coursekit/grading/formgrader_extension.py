@@ -1,4 +1,4 @@
-"""The Jupyter server extension `coursekit formgrader` loads: formgrader's Content-Security-Policy, and
+"""The Jupyter server extension `coursekit formgrader` loads (formgrader's Content-Security-Policy), and
 each student's flags and vetoes for formgrader's submission page.
 
 - CONTENT_SECURITY_POLICY goes in the server's tornado settings (`headers`), so every page and API reply
@@ -8,9 +8,9 @@ each student's flags and vetoes for formgrader's submission page.
   other pages (manage assignments, gradebook, students) pass their ids in inline scripts of the form
   `var name = "value";` only (`NbgraderVariables` allows exactly those, by hash, page by page) and their
   scripts write three fixed onclick handlers (allowed by hash: 'unsafe-hashes', NBGRADER_HANDLERS).
-- GET /coursekit/flags/<lesson>/<student>: the student's flags from the last report (copy check
-  included) and the vetoes of now: instructor comments read from the gradebook as `coursekit report`
-  reads them, and the automatic ones.
+- `page_flags`, a template filter for the submission page (templates/formgrade/formgrade_macros.html.j2):
+  the student's flags from the last report (copy check included) and the vetoes of now: instructor
+  comments read from the gradebook as `coursekit report` reads them, and the automatic ones.
 """
 
 from __future__ import annotations
@@ -18,13 +18,10 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import json
 import re
+from pathlib import Path
 
-from jupyter_server.base.handlers import APIHandler
-from jupyter_server.utils import url_path_join
 from nbgrader.api import Gradebook, MissingEntry
-from tornado import web
 from tornado.web import OutputTransform
 
 from coursekit.grading import flags as F
@@ -96,11 +93,10 @@ def student_flags(course: Course, student_id: str) -> list[dict[str, object]]:
     return [{"flag": x, "veto": F.flag_name(x) == F.VETO} for x in vetoes + found]
 
 
-class FlagsHandler(APIHandler):
-    @web.authenticated
-    def get(self, lesson: str, student_id: str) -> None:
-        course = Course.at(self.settings["server_root_dir"], lesson)
-        self.finish(json.dumps(student_flags(course, student_id)))
+def page_flags(student_id: str, lesson: str) -> list[dict[str, object]]:
+    """Jinja filter `coursekit_flags` (HTMLExporter.filters in nbgrader_config.py) for formgrader's
+    submission page, rendered in the server, whose folder is the course (`coursekit formgrader`)."""
+    return student_flags(Course.at(Path.cwd(), lesson), student_id)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
@@ -111,5 +107,3 @@ def _load_jupyter_server_extension(serverapp) -> None:
     web_app = serverapp.web_app
     web_app.settings.setdefault("headers", {})["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
     web_app.transforms.insert(0, NbgraderVariables)
-    route = url_path_join(web_app.settings["base_url"], r"/coursekit/flags/([^/]+)/([^/]+)")
-    web_app.add_handlers(".*$", [(route, FlagsHandler)])
