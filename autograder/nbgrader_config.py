@@ -83,5 +83,7 @@ c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, SanitizeStudentC
 # nbgrader's submission page loads MathJax from cdnjs; this template folder, searched first, swaps in
 # MathJax 3 from node_modules. nbgrader's own template folder must stay in the list (feedback, formgrade).
 c.HTMLExporter.extra_template_basedirs = TEMPLATE_DIRS
+# formgrader's submission page shows the student's flags and vetoes (templates/formgrade/formgrade_macros.html.j2)
+c.HTMLExporter.filters = {"coursekit_flags": "coursekit.grading.formgrader_extension.page_flags"}
 # The exchange inside the course (created by coursekit formgrader): no "exchange missing" banner.
 c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")

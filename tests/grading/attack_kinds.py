@@ -352,6 +352,43 @@ display({{"image/svg+xml": svg}}, raw=True)
     return nb
 
 
+# Student text that MathJax or the browser would turn into script (issue 23, class 1): TeX links with
+# schemes a browser reads as javascript: once it drops a tab or decodes an entity, macros spelled with
+# entities or split by a comment, \class \cssId \style \unicode \mmlToken \require \def, data: links,
+# Markdown links and SVG. Every live part sets window.__ck_pwned, and none says "javascript:" or "on...="
+# in plain text, which the old check caught.
+TEX_ATTACKS = (
+    "$\\href{java\tscript:window.__ck_pwned='tex-tab'}{tex-tab}$",
+    "$\\href{java&#x09;script:window.__ck_pwned='tex-entity-tab'}{tex-entity-tab}$",
+    "$\\href{&#106;avascript&#58;window.__ck_pwned='tex-entity'}{tex-entity}$",
+    "$\\h&#114;ef{java\nscript:window.__ck_pwned='tex-name-entity'}{tex-name-entity}$",
+    "$&#92;href{java\tscript:window.__ck_pwned='tex-backslash-entity'}{tex-backslash-entity}$",
+    "\\(\\h<!-- -->ref{java\tscript:window.__ck_pwned='tex-comment'}{tex-comment}\\)",
+    "$\\mmlToken{mi}[href='java\tscript:window.__ck_pwned=1']{tex-mmltoken}$",
+    "$\\require{html}\\def\\ckx{\\href}\\ckx{java\tscript:window.__ck_pwned='tex-def'}{tex-def}$",
+    "$\\class{ck-evil}{x}\\cssId{ck-evil-id}{y}\\style{position:fixed;top:0;width:9999px;height:9999px}{z}$",
+    "$\\unicode[ck-evil-font]{x41}$",
+    "$$\\href{data:text/html,<b>ck</b>}{tex-data}$$",
+)
+MARKDOWN_ATTACKS = (
+    "[md-entity](java&#x09;script:window.__ck_pwned='md-entity')",
+    "[md-data](data:text/html;base64,PHNjcmlwdD5wYXJlbnQuX19ja19wd25lZD0xPC9zY3JpcHQ+)",
+    "<a href=\"java&#09;script:window.__ck_pwned='html-a'\">html-a</a>",
+    "<svg><animate attributeName=href values=\"java&#09;script:window.__ck_pwned='svg'\"/></svg>",
+)
+
+
+def a_tex(nb, t: Target):
+    """Hostile TeX and links in a written answer and in a code cell's HTML and Markdown outputs."""
+    code = f"""from IPython.display import HTML, display
+display(HTML({' '.join(TEX_ATTACKS[:3])!r}))
+display({{"text/markdown": {' '.join(MARKDOWN_ATTACKS[:2] + TEX_ATTACKS[3:5])!r}}}, raw=True)
+"""
+    _after_code(solve(nb), code)
+    _cells(nb, "q1")[0].source += "\n\n" + "\n\n".join(TEX_ATTACKS + MARKDOWN_ATTACKS)
+    return nb
+
+
 ATTACKS = {
     # kind: (builder, automatic scores its honest code deserves, {flag name: text in its detail})
     "read_relative": (a_read_relative, (1.5, 1, 0.5), {"sandbox_violation": "file: "}),
@@ -375,6 +412,7 @@ ATTACKS = {
     "disk_hog": (a_disk_hog, (1.5, 1, 0.5), {"error": "OSError"}),
     "symlinks": (a_symlinks, (1.5, 1, 0.5), {"sandbox_violation": "symlink: "}),
     "html": (a_html, (1.5, 1, 0.5), {"suspicious_code": "active content"}),
+    "tex": (a_tex, (1.5, 1, 0.5), {"suspicious_code": "active content"}),
     "forged_test_cell": (a_forged_test_cell, (1.5, 1, 0.5), {"suspicious_code": "nbgrader metadata on its own cells"}),
 }
 HONEST = ("a00_honest", "z99_honest")  # graded first and last (ids sort)

@@ -1,25 +1,34 @@
 """`coursekit formgrader` offline: the printed URL, and a submission in Chromium with the network
-blocked (math typeset by the course's own MathJax, Figure 11-1 shown, no request off 127.0.0.1)."""
+blocked (math typeset by the course's own MathJax, Figure 11-1 shown, no request off 127.0.0.1), under
+its Content-Security-Policy; a PostgreSQL gradebook; Ctrl-C; the student's flags and vetoes on the page."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import signal
 import subprocess
+import sys
 import time
 import urllib.request
 
 import pytest
 from nbgrader.api import Gradebook
 from test_grading_commands import free_port
+from test_grading_scale import postgres  # noqa: F401 (the module's private PostgreSQL server)
 
 from coursekit.cli import main
 from coursekit.grading import formgrader
+from coursekit.grading.course import Course
 from coursekit.grading.formgrader import command, prepare
+from coursekit.grading.intake.release import release
 
 
 def test_make_formgrader_prints_the_formgrader_url_with_its_token(released_course, monkeypatch, capsys):
     started = []
     monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
-    monkeypatch.setattr(formgrader.subprocess, "call", lambda cmd, cwd: started.append(cmd) or 0)
+    monkeypatch.setattr(formgrader, "serve", lambda cmd, cwd: started.append(cmd) or 0)
     assert main(["formgrader", "--course", str(released_course.root), "--port", "8899"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("formgrader: open http://127.0.0.1:8899/formgrader?token=")
@@ -33,6 +42,16 @@ def test_formgrader_needs_the_npm_mathjax(released_course, tmp_path, capsys):
     assert "mathjax/es5/tex-chtml.js: missing" in capsys.readouterr().err
 
 
+def wait_for_server(base: str, token: str) -> None:
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            return
+        except OSError:
+            time.sleep(0.5)
+    pytest.fail(f"no Jupyter server at {base}")
+
+
 @pytest.fixture
 def formgrader_url(instructor_class):
     """(base URL, token, submission id of s01): formgrader on the instructor class, stopped afterwards."""
@@ -42,12 +61,7 @@ def formgrader_url(instructor_class):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
+        wait_for_server(base, token)
         with Gradebook(instructor_class.db_url) as gb:
             submission = gb.find_submission_notebook("lesson11", "lesson11", "s01").id
         yield base, token, submission
@@ -72,11 +86,15 @@ def test_a_submission_in_formgrader_works_with_the_network_blocked(browser, form
 
     page.route("**/*", local_only)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: "Content Security Policy" in msg.text and errors.append(msg.text))
     try:
         page.goto(f"{base}/formgrader?token={token}")  # the URL `make formgrader` prints
         assert page.url == f"{base}/formgrader/manage_assignments"
         assert page.locator("#warning-exchange").count() == 0 and page.locator(".alert-warning").count() == 0
-        page.goto(f"{base}/formgrader/submissions/{submission}/")
+        page.wait_for_function("() => typeof url_prefix === 'string'", timeout=30_000)  # its inline script ran
+        response = page.goto(f"{base}/formgrader/submissions/{submission}/")
+        scripts = response.headers["content-security-policy"].split("script-src ")[1].split(";")[0].split()
+        assert scripts[0] == "'self'" and "'unsafe-inline'" not in scripts and "'unsafe-eval'" not in scripts
         page.wait_for_function("() => document.querySelectorAll('mjx-container').length > 20", timeout=60_000)
         assert "\\pi_{\\theta" not in page.locator("body").inner_text()  # no raw TeX left
         figure = page.evaluate("() => [...document.images].filter(i => i.src.startsWith('data:image/png'))"
@@ -87,3 +105,84 @@ def test_a_submission_in_formgrader_works_with_the_network_blocked(browser, form
         assert off_host == [] and errors == [], (off_host, errors)
     finally:
         page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_formgrader_shows_the_students_vetoes_and_copy_flags(browser, formgrader_url, instructor_class):
+    """Issue 27 item 8: s01 pasted the reference Q2 (copied_reference, instructor_class.py); a veto comment
+    typed in formgrader shows on the page without `make report`."""
+    base, token, submission = formgrader_url
+    with Gradebook(instructor_class.db_url) as gb:
+        comment = gb.find_comment("q2", "lesson11", "lesson11", "s01")
+        before, comment.manual_comment = comment.manual_comment, "一票否决：照抄参考答案"
+        gb.db.commit()
+    page = browser.new_page()
+    try:
+        page.goto(f"{base}/formgrader/submissions/{submission}/?token={token}")
+        banner = page.locator("#coursekit-flags")
+        banner.wait_for(timeout=60_000)
+        vetoes = page.locator("#coursekit-flags .label-danger").all_inner_texts()
+        others = page.locator("#coursekit-flags .label-warning").all_inner_texts()
+        assert vetoes == ["veto(q2: 照抄参考答案)"]
+        assert any(f.startswith("copied_reference(q2 ") for f in others), others
+        assert "alert-danger" in banner.get_attribute("class")
+    finally:
+        page.close()
+        with Gradebook(instructor_class.db_url) as gb:
+            gb.find_comment("q2", "lesson11", "lesson11", "s01").manual_comment = before
+            gb.db.commit()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_formgrader_with_one_line_and_it_starts_again(instructor_class, tmp_path):
+    """Issue 27 item 7: Ctrl-C (SIGINT to the terminal's process group) prints one line, no traceback,
+    frees the port, and the same command starts formgrader again."""
+    port, token = free_port(), "coursekit-ctrl-c"
+    cmd = [sys.executable, "-m", "coursekit", "formgrader", "--course", str(instructor_class.root),
+           "--port", str(port)]
+    env = {**os.environ, "JUPYTER_TOKEN": token}
+    for _ in range(2):  # stop, then start again on the same port
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)  # its own process group, as a terminal's job
+        wait_for_server(f"http://127.0.0.1:{port}", token)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+        assert err.strip().splitlines() == ["formgrader: stopped (grades and comments are saved as you type "
+                                            "them); run 'make formgrader' to go on, 'make report' for the CSV"]
+
+
+@pytest.mark.slow
+def test_formgrader_opens_a_postgresql_gradebook(postgres, released_course, tmp_path):  # noqa: F811
+    """Issue 27 item 1: formgrader on a course whose CourseDirectory.db_url is PostgreSQL."""
+    root = shutil.copytree(released_course.root, tmp_path / "course")
+    (root / "gradebook.db").unlink(missing_ok=True)
+    with open(root / "nbgrader_config.py", "a", encoding="utf-8") as config:
+        config.write(f"\nc.CourseDirectory.db_url = {postgres!r}\n")
+    course = Course.at(root)
+    release(course)
+    prepare(course)  # no sqlite file needed
+    port, token = free_port(), "coursekit-postgres"
+    proc = subprocess.Popen(command(course, port, token), cwd=course.root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_server(f"http://127.0.0.1:{port}", token)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/formgrader/api/assignments?token={token}",
+                                    timeout=60) as reply:
+            assignments = json.load(reply)
+        assert [a["name"] for a in assignments] == ["lesson11"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_an_unreachable_postgresql_gradebook_is_a_one_line_error(released_course, tmp_path, capsys):
+    root = shutil.copytree(released_course.root, tmp_path / "course")
+    with open(root / "nbgrader_config.py", "a", encoding="utf-8") as config:
+        config.write(f"\nc.CourseDirectory.db_url = 'postgresql+psycopg://ck:secret@127.0.0.1:{free_port()}/gb'\n")
+    assert main(["formgrader", "--course", str(root)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: postgresql+psycopg://ck:***@127.0.0.1:") and "cannot open the gradebook" in err
+    assert len(err.splitlines()) == 1 and "secret" not in err

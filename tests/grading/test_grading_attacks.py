@@ -22,7 +22,16 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from attack_kinds import ATTACKS, HONEST, MARKER, SECRET_NAME, Target, write_attack_class
+from attack_kinds import (
+    ATTACKS,
+    HONEST,
+    MARKDOWN_ATTACKS,
+    MARKER,
+    SECRET_NAME,
+    TEX_ATTACKS,
+    Target,
+    write_attack_class,
+)
 from bs4 import BeautifulSoup
 from conftest import make_course
 from nbgrader.api import Gradebook
@@ -32,6 +41,7 @@ from coursekit.cli import main
 from coursekit.grading.course import Course
 from coursekit.grading.formgrader import command
 from coursekit.grading.intake.release import release
+from coursekit.grading.preprocessors import clean_markdown, sanitize_output
 from coursekit.grading.sandbox.bubblewrap import SANDBOX_UID_BASE, unavailable_reason
 
 pytestmark = pytest.mark.slow
@@ -271,25 +281,34 @@ def test_no_script_of_the_student_runs_in_the_feedback_page(attacked, browser, s
 
 
 @pytest.fixture(scope="module")
-def formgrader_url(attacked):
-    """nbgrader's formgrader on the attacked course: the page of the HTML/JS submission."""
+def formgrader_base(attacked):
+    """nbgrader's formgrader (`coursekit formgrader`'s command) on the attacked course: its base URL."""
     port = free_port()
     proc = subprocess.Popen(command(attacked.course, port, "coursekit-test"), cwd=attacked.course.root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with Gradebook(attacked.course.db_url) as gb:
-        submission = gb.find_submission_notebook("lesson11", "lesson11", sid_of(attacked, "html")).id
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
+        for _ in range(240):
             try:
                 urllib.request.urlopen(f"{base}/api/status?token=coursekit-test", timeout=2)
                 break
             except OSError:
                 time.sleep(0.5)
-        yield f"{base}/formgrader/submissions/{submission}/?token=coursekit-test"
+        yield base
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def submission_id(attacked: AttackedClass, kind: str) -> str:
+    with Gradebook(attacked.course.db_url) as gb:
+        return gb.find_submission_notebook("lesson11", "lesson11", sid_of(attacked, kind)).id
+
+
+@pytest.fixture(scope="module")
+def formgrader_url(formgrader_base, attacked):
+    """The formgrader page of the HTML/JS submission."""
+    return f"{formgrader_base}/formgrader/submissions/{submission_id(attacked, 'html')}/?token=coursekit-test"
 
 
 def test_no_script_of_the_student_runs_in_formgrader(formgrader_url, browser):
@@ -300,5 +319,145 @@ def test_no_script_of_the_student_runs_in_formgrader(formgrader_url, browser):
         assert "group_advantages" in page.content()  # the submission is shown
         assert page.evaluate("typeof window.__ck_pwned") == "undefined"
         assert page.evaluate(LIVE_ELEMENTS) == []
+    finally:
+        page.close()
+
+
+# ---------------------------------------------------------------- student text in instructor pages (TeX)
+
+# What MathJax 3 makes into attributes or definitions: the html extension (\href \class \style \cssId \data,
+# MathJax-src ts/input/tex/html/HtmlConfiguration.ts), \unicode (ts/input/tex/unicode), \mmlToken (any
+# attribute, ts/input/tex/base/BaseMappings.ts), \require (loads extensions), \def and kin (rebuild them).
+LIVE_TEX = re.compile(r"\\(href|url|class|style|cssId|data|unicode|mmlToken|require|def|let|newcommand)(?![A-Za-z])")
+
+
+def browser_view(page_html: str) -> tuple[str, list[str]]:
+    """The text MathJax reads (tags and comments out, character references decoded, as a browser does)
+    and every URL-valued attribute with what a browser's URL parser drops removed."""
+    soup = BeautifulSoup(page_html, "html.parser")
+    urls = [re.sub(r"[\x00-\x20]", "", v).lower() for tag in soup.find_all(True)
+            for name, v in tag.attrs.items() if name in ("href", "src", "xlink:href", "values", "action")]
+    return soup.get_text(), urls
+
+
+def safe_urls(urls: list[str]) -> bool:
+    return all(u.startswith(("http://", "https://", "#")) or not re.match(r"[a-z][a-z0-9+.-]*:", u) for u in urls)
+
+
+@pytest.mark.parametrize("attack", TEX_ATTACKS + MARKDOWN_ATTACKS)
+def test_a_hostile_written_answer_keeps_no_tex_macro_and_no_script_link(attack):
+    """A Markdown answer cell as formgrader and the feedback page show it: clean_markdown, then
+    nbconvert's Markdown renderer; what MathJax then reads holds no LIVE_TEX macro and no link but
+    http(s)."""
+    from nbconvert.filters.markdown import markdown2html
+
+    text, urls = browser_view(markdown2html(clean_markdown(attack)))
+    assert not LIVE_TEX.search(text), text
+    assert safe_urls(urls), urls
+    assert "<svg" not in markdown2html(clean_markdown(attack))
+
+
+@pytest.mark.parametrize("mime, attack", [("text/html", a) for a in TEX_ATTACKS[:6]]
+                         + [("text/markdown", a) for a in (*MARKDOWN_ATTACKS[:2], *TEX_ATTACKS[6:8])])
+def test_a_hostile_html_or_markdown_output_keeps_no_tex_macro_and_no_script_link(mime, attack):
+    from nbconvert.filters.markdown import markdown2html
+
+    output = sanitize_output(nbformat.v4.new_output("display_data", data={mime: attack}))
+    shown = output.data[mime] if mime == "text/html" else markdown2html(output.data[mime])
+    text, urls = browser_view(shown)
+    assert not LIVE_TEX.search(text), text
+    assert safe_urls(urls), urls
+
+
+def grades_of(course: Course, student_id: str) -> dict[str, tuple]:
+    with Gradebook(course.db_url) as gb:
+        submission = gb.find_submission_notebook("lesson11", "lesson11", student_id)
+        return {g.name: (g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade) for g in submission.grades}
+
+
+CLICK_LINK = ("i => { const a = document.querySelectorAll('#notebook-container a, mjx-container a')[i]; "
+              "if (a) a.click(); }")
+TOUCH_ALL = """() => { for (const e of document.querySelectorAll('#notebook-container *')) {
+    if (e.focus) e.focus();
+    for (const kind of ['mouseover', 'mouseenter', 'mousemove', 'click']) {
+      if (kind === 'click' && e.closest('a, button, input, textarea')) continue;  // the links: one by one
+      e.dispatchEvent(new MouseEvent(kind, {bubbles: true}));
+    }
+  } }"""
+LINK_TARGETS = """() => [...document.querySelectorAll('[href]')].map(e =>
+    e.href && e.href.baseVal !== undefined ? e.href.baseVal : (e.href || e.getAttribute('href')))"""
+
+
+def test_clicking_through_a_hostile_tex_submission_in_formgrader_runs_nothing_and_changes_no_grade(
+        formgrader_base, attacked, browser):
+    """Issue 23, class 1: the TeX/Markdown attacker's page in formgrader (attack_kinds.TEX_ATTACKS): every
+    link clicked, every element focused and hovered; no script of the student runs (window.__ck_pwned stays
+    undefined), no link leaves http(s), no class or id of the student's, and the gradebook is unchanged."""
+    sid = sid_of(attacked, "tex")
+    before = grades_of(attacked.course, sid)
+    url = f"{formgrader_base}/formgrader/submissions/{submission_id(attacked, 'tex')}/?token=coursekit-test"
+    page = browser.new_page()
+    violations = []
+    page.on("console", lambda msg: "Content Security Policy" in msg.text and violations.append(msg.text))
+    page.on("popup", lambda popup: popup.close())
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(formgrader_base + "/")
+               else route.abort())
+
+    def load():
+        response = page.goto(url, wait_until="load")
+        page.wait_for_function("() => document.querySelectorAll('mjx-container').length > 10", timeout=60_000)
+        page.wait_for_timeout(300)
+        return response
+
+    try:
+        scripts = load().headers["content-security-policy"].split("script-src ")[1].split(";")[0].split()
+        assert scripts[0] == "'self'" and "'unsafe-inline'" not in scripts  # no inline script on this page
+        text = page.locator("#notebook-container").inner_text()
+        assert "tex-tab" in text and "tex-comment" in text  # the student's text is shown, inert
+        links = page.evaluate("() => document.querySelectorAll('#notebook-container a, mjx-container a').length")
+        for i in range(links):
+            page.evaluate(CLICK_LINK, i)
+            page.wait_for_timeout(100)
+            if page.url.split("#")[0] != url:
+                load()
+        page.evaluate(TOUCH_ALL)
+        page.wait_for_timeout(500)
+        assert page.evaluate("typeof window.__ck_pwned") == "undefined"
+        assert safe_urls([re.sub(r"[\x00-\x20]", "", u).lower() for u in page.evaluate(LINK_TARGETS)])
+        assert page.evaluate("() => document.querySelectorAll('[class*=ck-evil], [id*=ck-evil]').length") == 0
+        assert page.evaluate(LIVE_ELEMENTS) == []
+    finally:
+        page.close()
+    assert grades_of(attacked.course, sid) == before
+
+
+@pytest.mark.browser
+def test_mathjax_safe_setup_defuses_raw_hostile_tex(browser, serve_directory, tmp_path):
+    """The second guard alone: TEX_ATTACKS typeset without the sanitiser by MathJax 3 from node_modules
+    with templates/static/safe_mathjax.js (ui/safe, MathJax-src ts/ui/safe/safe.ts; its filterURL in
+    ts/ui/safe/SafeMethods.ts passes a URL whose scheme /^\\s*([a-z]+):/i misses, as "java<TAB>script:",
+    hence the stricter filter): no link, no student class, id or style, nothing runs."""
+    from coursekit.grading.formgrader import STATIC
+
+    shutil.copytree(Path("node_modules/mathjax/es5"), tmp_path / "mathjax")
+    shutil.copyfile(STATIC / "safe_mathjax.js", tmp_path / "safe_mathjax.js")
+    body = "\n".join(f"<p>{t}</p>" for t in TEX_ATTACKS if "<!--" not in t)
+    (tmp_path / "page.html").write_text(
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><script src="safe_mathjax.js"></script>'
+        f'<script src="mathjax/tex-chtml.js"></script></head><body>{body}</body></html>', encoding="utf-8")
+    page = browser.new_page()
+    try:
+        page.goto(serve_directory(tmp_path) + "page.html")
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise && "
+                               "document.querySelectorAll('mjx-container').length >= 5", timeout=60_000)
+        page.evaluate("() => MathJax.startup.promise")
+        for i in range(page.evaluate("() => document.querySelectorAll('mjx-container a').length")):
+            page.evaluate("i => document.querySelectorAll('mjx-container a')[i].click()", i)
+        targets = [re.sub(r"[\x00-\x20]", "", u).lower() for u in page.evaluate(LINK_TARGETS)]
+        assert targets == []  # \\mmlToken's href (java<TAB>script:) dropped; \\href is not defined at all
+        assert page.evaluate("typeof window.__ck_pwned") == "undefined"
+        assert page.evaluate("() => document.querySelectorAll('[class*=ck-evil], [id*=ck-evil]').length") == 0
+        assert page.evaluate("() => [...document.querySelectorAll('mjx-container [style]')]"
+                             ".filter(e => e.style.position === 'fixed').length") == 0
     finally:
         page.close()

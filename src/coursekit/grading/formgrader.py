@@ -8,6 +8,10 @@ It works offline:
   node_modules, served here as /static/mathjax/ (ServerApp.extra_static_paths);
 - Figure 11-1 is embedded in the nbgrader source notebook (coursekit branches), so no URL to resolve;
 - the exchange lives in the course (autograder/exchange/, created here), so no missing-exchange banner.
+Safe with student text: the server loads coursekit.grading.formgrader_extension (a Content-Security-Policy
+without inline script, and the student's flags and vetoes above each submission); the submission page's
+scripts are served from templates/static/ (ServerApp.extra_static_paths). The gradebook may be sqlite or
+any database nbgrader's CourseDirectory.db_url names (PostgreSQL). Ctrl-C stops the server with one line.
 How to grade and how to record a veto: autograder/README.md.
 """
 
@@ -16,11 +20,16 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import nbgrader
+from nbgrader.api import Gradebook, MissingEntry
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from coursekit.errors import CourseError
 from coursekit.grading.course import DEFAULT_ROOT, Course, put_venv_on_path
@@ -29,6 +38,12 @@ from coursekit.grading.course import DEFAULT_ROOT, Course, put_venv_on_path
 # nbgrader's own (formgrade/, feedback/), which nbgrader would otherwise set.
 TEMPLATE_DIRS = [str(Path(__file__).resolve().parent / "templates"),
                  str(Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader" / "templates")]
+# The pages' own scripts: served as /static/<name>, and on the template path of every HTMLExporter
+# (HTMLExporter.extra_template_paths, set by coursekit.grading.records.feedback) for the feedback page, which inlines them.
+STATIC = Path(__file__).resolve().parent / "templates" / "static"
+TEMPLATE_PATHS = [str(STATIC)]
+EXTENSION = "coursekit.grading.formgrader_extension"
+INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it (as `coursekit grade`)
 NODE_MODULES = Path("node_modules")  # holds mathjax/es5/tex-chtml.js (npm ci, run by `make setup`)
 
 
@@ -44,7 +59,8 @@ def command(course: Course, port: int, token: str, node_modules: Path = NODE_MOD
     cmd = [sys.executable, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0", "--ServerApp.open_browser=False", f"--ServerApp.root_dir={course.root}",
            f"--IdentityProvider.token={token}", f"--ServerApp.extra_static_paths={node_modules.resolve()}",
-           "--ServerApp.log_level=WARN"]  # its own start-up lines show the token masked: print ours instead
+           f"--ServerApp.extra_static_paths={STATIC}", f"--ServerApp.jpserver_extensions={EXTENSION}=True",
+           "--ServerApp.log_level=WARN", "--LabApp.log_level=WARN"]  # start-up lines mask the token: ours is printed
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers often run as root
     return cmd
@@ -52,15 +68,54 @@ def command(course: Course, port: int, token: str, node_modules: Path = NODE_MOD
 
 def prepare(course: Course, node_modules: Path = NODE_MODULES) -> None:
     """Check what formgrader needs and create the course's exchange folder."""
-    if not (course.root / "gradebook.db").is_file():
-        raise CourseError(f"{course.root / 'gradebook.db'}: no gradebook yet; run 'make release' "
-                          "(and 'make grade SUBMISSIONS=...') first")
+    check_gradebook(course)
     mathjax = node_modules / "mathjax" / "es5" / "tex-chtml.js"
     if not mathjax.is_file():
         raise CourseError(f"{mathjax}: missing (formgrader serves MathJax from it); run 'make setup'")
     exchange = course.config.Exchange.get("root")
     if exchange:
         Path(exchange).mkdir(parents=True, exist_ok=True)
+
+
+def check_gradebook(course: Course) -> None:
+    """The course's gradebook (sqlite file or database server) exists and holds the lesson."""
+    url = make_url(course.db_url)
+    if url.get_backend_name() == "sqlite":
+        if not url.database or not Path(url.database).is_file():
+            raise CourseError(f"{url.database}: no gradebook yet; run 'make release' "
+                              "(and 'make grade SUBMISSIONS=...') first")
+        return
+    shown = url.render_as_string(hide_password=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # nbgrader's SQLAlchemy warnings are about its own sessions
+            with Gradebook(course.db_url, course.coursedir().course_id) as gb:
+                gb.find_assignment(course.assignment)
+    except MissingEntry:
+        raise CourseError(f"{shown}: the gradebook has no {course.assignment} yet; run 'make release' "
+                          "(and 'make grade SUBMISSIONS=...') first") from None
+    except SQLAlchemyError as exc:
+        reason = str(exc.orig if getattr(exc, "orig", None) else exc).strip().splitlines()[0]
+        raise CourseError(f"{shown}: cannot open the gradebook: {reason}") from None
+
+
+def serve(cmd: list[str], cwd: Path) -> int:
+    """Run the server until it ends or Ctrl-C; then stop it (one SIGINT: Jupyter's quiet shutdown when
+    stdin is not a terminal) and say so in one line."""
+    # its own session: a terminal's Ctrl-C reaches this process only, which stops the server once
+    server = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        return server.wait()
+    except KeyboardInterrupt:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=30)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            server.kill()
+            server.wait()
+        print("formgrader: stopped (grades and comments are saved as you type them); "
+              "run 'make formgrader' to go on, 'make report' for the CSV", file=sys.stderr)
+        return INTERRUPTED
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,4 +125,4 @@ def run(args: argparse.Namespace) -> int:
     token = os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     print(f"formgrader: open http://127.0.0.1:{args.port}/formgrader?token={token}\n"
           "Ctrl-C stops it; then run 'make report'", flush=True)
-    return subprocess.call(command(course, args.port, token, args.node_modules), cwd=course.root)
+    return serve(command(course, args.port, token, args.node_modules), course.root)

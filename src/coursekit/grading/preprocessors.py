@@ -100,22 +100,27 @@ def _instructors(cell: NotebookNode) -> bool:
 def has_active_content(cell: NotebookNode) -> bool:
     """Scripts, event handlers, javascript: links or frames in student text or outputs."""
     if cell.cell_type in ("markdown", "raw"):
-        return not _instructors(cell) and bool(ACTIVE.search(cell.source))
+        return not _instructors(cell) and _is_active(cell.source)
     for output in cell.get("outputs", []):
         data = output.get("data", {})
         if any(mime not in SAFE_MIME | SANITIZED_MIME for mime in data):
             return True
-        if any(ACTIVE.search(v if isinstance(v, str) else "".join(v)) for m, v in data.items() if m in SANITIZED_MIME):
+        if any(_is_active(v if isinstance(v, str) else "".join(v)) for m, v in data.items() if m in SANITIZED_MIME):
             return True
     return False
+
+
+def _is_active(text: str) -> bool:
+    return bool(ACTIVE.search(text) or TEX_ACTIVE.search(_plain_refs(text)))
 
 
 class SanitizeStudentContent(NbGraderPreprocessor):
     """Nothing a student wrote or printed can run in the instructor's (or a student's) browser.
 
     Code outputs keep text, images and sanitised HTML/Markdown (bleach: no scripts, event
-    handlers, javascript: links, iframes, styles); every other type (JavaScript, SVG, LaTeX,
-    widgets) becomes a line of text. Markdown and raw cells are sanitised unless they are the
+    handlers, javascript: links, iframes, styles; clean_tex: no TeX macro that makes a link, a class,
+    a style, an id or a definition); every other type (JavaScript, SVG, LaTeX, widgets) becomes a
+    line of text. Markdown and raw cells are sanitised unless they are the
     instructor's (a locked, non-solution cell that nbgrader restored from the gradebook), and
     widget state is dropped from the notebook metadata.
     """
@@ -142,12 +147,40 @@ SAFE_SCHEMES = {"http", "https", "mailto"}
 SAFE_MIME = {"text/plain", "image/png", "image/jpeg", "image/gif"}
 SANITIZED_MIME = {"text/html", "text/markdown"}
 ACTIVE = re.compile(r"<\s*(script|iframe|object|embed)\b|\bon[a-z]+\s*=|javascript:", re.I)
+# TeX macros that MathJax 3 turns into attributes or definitions (\href, \class, \style, \cssId, \data: its
+# html extension; \unicode: a font; \mmlToken: any attribute; \require: an extension; the rest define macros
+# that could rebuild them). Student TeX loses them, whatever the delimiters; the pages' MathJax also loads
+# the `safe` extension (templates/static/safe_mathjax.js). Case matters, as in TeX.
+TEX_ACTIVE = re.compile(r"\\(href|url|class|style|cssId|data|unicode|mmlToken|require|def|gdef|edef|xdef|let|"
+                        r"newcommand|renewcommand|newenvironment|renewenvironment|DeclareMathOperator|"
+                        r"Newextarrow|toggle|mathtip|texttip)(?![A-Za-z])")
+TEX_BACKSLASH = "\u29f5"  # REVERSE SOLIDUS OPERATOR: shows as a backslash, starts no macro
+CHAR_REF = re.compile(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);?")
 
 
 def clean_html(text: str) -> str:
     """Escape every tag and attribute outside a small safe list (links: http, https, mailto only)."""
     return bleach.clean(text, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, protocols=SAFE_SCHEMES,
                         strip=False, strip_comments=True)
+
+
+def clean_html_and_tex(text: str) -> str:
+    return clean_tex(clean_html(text))
+
+
+def _plain_refs(text: str) -> str:
+    """Character references that stand for a letter, a digit or a backslash written as that character
+    (the browser decodes `&#92;h&#x72;ef` to `\\href` before MathJax reads it); the others are kept."""
+    def plain(match: re.Match) -> str:
+        char = html.unescape(match.group(0))
+        return char if len(char) == 1 and char.isascii() and (char.isalnum() or char == "\\") else match.group(0)
+    return CHAR_REF.sub(plain, text)
+
+
+def clean_tex(text: str) -> str:
+    """The backslash of every TEX_ACTIVE macro becomes TEX_BACKSLASH, in HTML that bleach has already
+    cleaned (its comments are gone, so `\\h<!---->ref` is already `\\href` here)."""
+    return TEX_ACTIVE.sub(lambda m: TEX_BACKSLASH + m.group(1), _plain_refs(text))
 
 
 def clean_markdown(text: str) -> str:
@@ -159,7 +192,7 @@ def clean_markdown(text: str) -> str:
         if scheme and scheme.group(0)[:-1] not in SAFE_SCHEMES:
             return match.group(1) + "\\" + match.group(0)[len(match.group(1)):]
         return match.group(0)
-    text = clean_html(text)
+    text = clean_tex(clean_html(text))
     text = re.sub(r"(\])\(\s*([^)\s]*)", guard, text)
     return re.sub(r"(?m)^( {0,3}\[[^\]]+\]):\s*(\S*)", guard, text)
 
@@ -171,7 +204,8 @@ def sanitize_output(output: NotebookNode) -> NotebookNode:
     for mime in list(output.data):
         value = output.data[mime]
         if mime in SANITIZED_MIME:
-            output.data[mime] = clean_html(value if isinstance(value, str) else "".join(value))
+            clean = clean_markdown if mime == "text/markdown" else clean_html_and_tex
+            output.data[mime] = clean(value if isinstance(value, str) else "".join(value))
         elif mime not in SAFE_MIME:
             removed.append(mime)
             del output.data[mime]

@@ -27,6 +27,7 @@ from nbgrader.preprocessors import GetGrades
 from traitlets.config import Config
 
 from coursekit.grading.course import Course
+from coursekit.grading.formgrader import TEMPLATE_PATHS
 
 
 class MarkdownOnce:
@@ -140,6 +141,10 @@ class FeedbackWriter:
         self.course = course
         # GenerateFeedback sets the template and its folders in __init__; take its config from there.
         converter = GenerateFeedback(coursedir=course.coursedir(), config=Config(course.config))
+        # feedback/mathjax.html.j2 inlines MathJax's safe set-up from templates/static (GenerateFeedback has
+        # just set HTMLExporter.extra_template_paths to nbgrader's static folder: add ours)
+        paths = converter.config.HTMLExporter.extra_template_paths
+        converter.config.HTMLExporter.extra_template_paths = [*paths, *TEMPLATE_PATHS]
         exporter_class = type(f"MarkdownOnce{converter.exporter_class.__name__}",
                               (MarkdownOnce, SoupOnlyWhenNeeded, converter.exporter_class), {})
         self.exporter = exporter_class(config=converter.config)
