@@ -25,6 +25,7 @@ from coursekit import preview, quarto_rules
 from coursekit.errors import CourseError
 
 PROFILES = ("exercise", "solution")
+QUARTO_VERSION = "1.10.18"  # the Quarto the site is tested against (.github/workflows/publish.yml pins it)
 # Quarto's template.html adds this before MathJax whatever its url (quarto-cli src/resources/formats/html/pandoc).
 QUARTO_POLYFILL = re.compile(r'[ \t]*<script src="https://cdnjs\.cloudflare\.com/polyfill/[^"]*"></script>\n?')
 # Tags whose URL the browser fetches by itself (links to read elsewhere, <a href>, are not requests).
@@ -122,6 +123,10 @@ def render_quarto(root: Path, quarto: str) -> int:
     fails here, named with its output and the fix, not after a render at the post-render check."""
     quarto_rules.check_project(root, PROFILES)
     env = dict(os.environ, QUARTO_PYTHON=str(root / ".venv/bin/python"))
+    version = subprocess.run([quarto, "--version"], env=env, capture_output=True, text=True, check=False).stdout
+    if version.strip() != QUARTO_VERSION:
+        print(f"note: this is Quarto {version.strip() or '(no version)'}; the site is tested against Quarto "
+              f"{QUARTO_VERSION}", flush=True)
     for profile in PROFILES:
         print(f"quarto render --profile {profile}", flush=True)
         done = subprocess.run([quarto, "render", "--profile", profile], cwd=root, env=env, check=False)

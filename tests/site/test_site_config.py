@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from coursekit import preview
+from coursekit import site as site_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,18 +82,24 @@ def test_runner_filter_is_wired_when_the_runner_ships_one() -> None:
     assert ((ROOT / "assets" / "runner" / "runner.lua").is_file()) == ("assets/runner/runner.lua" in filters)
 
 
-def test_publish_workflow_renders_both_profiles_and_publishes_the_exercise_site() -> None:
+def test_publish_workflow_renders_both_profiles_with_the_tested_quarto_and_its_checks() -> None:
+    """make site (the off-host rules, then both profiles, each with the post-render checks) on the pinned
+    Quarto; the checkout stays clean; the exercise site is published."""
     workflow = load(".github/workflows/publish.yml")
     steps = workflow["jobs"]["build-deploy"]["steps"]
-    uses = [s.get("uses", "") for s in steps]
-    assert "quarto-dev/quarto-actions/setup@v2" in uses
-    renders = [s["env"]["QUARTO_PROFILE"] for s in steps if s.get("uses") == "quarto-dev/quarto-actions/render@v2"]
-    assert renders == list(preview.BRANCHES)
+    setup = next(s for s in steps if s.get("uses") == "quarto-dev/quarto-actions/setup@v2")
+    assert str(setup["with"]["version"]) == site_cli.QUARTO_VERSION
+    runs = [s.get("run", "") for s in steps]
+    render = runs.index("make site")
+    assert "git status --porcelain" in runs[render + 1]
+    assert not any(s.get("uses") == "quarto-dev/quarto-actions/render@v2" for s in steps), "make site renders"
     publish = next(s for s in steps if s.get("uses") == "quarto-dev/quarto-actions/publish@v2")
     assert publish["with"] == {"target": "gh-pages", "render": False}
     assert publish["env"]["QUARTO_PROFILE"] == "exercise"
     solution_copy = next(s for s in steps if "_site/solution" in s.get("run", ""))
     assert "publish_solution" in solution_copy["if"], "the solution site must be published only on request"
+    for doc in ("docs/site.md", "README.md"):
+        assert f"Quarto {site_cli.QUARTO_VERSION}" in (ROOT / doc).read_text(encoding="utf-8"), doc
 
 
 # ---- the rendered config, as Quarto merges it (profile over base, lists concatenated), per page

@@ -175,6 +175,7 @@ def test_site_with_quarto_renders_both_profiles_with_the_venv_python(
     assert main(["site", "--root", str(ROOT)]) == 0
     venv_python = ROOT / ".venv" / "bin" / "python"
     assert record.read_text().splitlines() == [
+        f"--version QUARTO_PYTHON={venv_python}",  # compared with the tested version (a note if it differs)
         f"render --profile exercise QUARTO_PYTHON={venv_python}",
         f"render --profile solution QUARTO_PYTHON={venv_python}",
     ]
