@@ -28,9 +28,9 @@ PROFILES = ("exercise", "solution")
 QUARTO_VERSION = "1.10.18"  # the Quarto the site is tested against (.github/workflows/publish.yml pins it)
 # Quarto's template.html adds this before MathJax whatever its url (quarto-cli src/resources/formats/html/pandoc).
 QUARTO_POLYFILL = re.compile(r'[ \t]*<script src="https://cdnjs\.cloudflare\.com/polyfill/[^"]*"></script>\n?')
-# Tags whose URL the browser fetches by itself (links to read elsewhere, <a href>, are not requests).
-HEAD_INCLUDE = "assets/site/quarto-head.html"
+HEAD_INCLUDE = "assets/site/quarto-head.html"  # where a site option could add a URL (the off-host error names them)
 THEME = "assets/site/theme.scss"
+# Tags whose URL the browser fetches by itself (links to read elsewhere, <a href>, are not requests).
 FETCHED = re.compile(r'<(?:script|link|img|iframe|source|video|audio)\b[^>]*?\b(?:src|href)='
                      r'"(?P<url>(?:https?:)?//[^"]+)"', re.I)
 
