@@ -8,8 +8,9 @@ Read from quarto-cli's source (Quarto 1.10; file and function named per rule) an
   jQuery from a CDN plus an inline `define('jquery')`; an `application/vnd.jupyter.widget-view+json`
   entry adds `embed-amd.js` from unpkg too. The scan covers the whole notebook before any cell option is
   read (src/core/jupyter/jupyter.ts, `jupyterToMarkdown` calls it first), so `output: false` does not
-  help. It applies to `.ipynb` pages and to executed `.qmd` pages, whose outputs are the executed branch
-  notebook's (`make branches` runs the same code; a pandas DataFrame result counts: it has text/html).
+  help. It applies to `.ipynb` pages, to executed `.qmd` pages, whose outputs are the executed branch
+  notebook's (`make branches` runs the same code; a pandas DataFrame result counts: it has text/html),
+  and to notebooks a page embeds (`{{< embed nb.ipynb#label >}}`).
 - Markdown that names another host (pandoc writes the URL as it is): an image, or an HTML tag that the
   browser fetches (`<img>`, `<script>`, `<iframe>`, `<link>`, `<video>`, `<audio>`, `<source>`), in a
   Markdown cell, a `.qmd` page or a Markdown output.
@@ -26,6 +27,7 @@ tests/site/test_quarto_rules.py holds every rendered source to them.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,7 @@ OFF_HOST = r"(?:https?:)?//[^\s\"')>]+"
 MARKDOWN_IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?(?P<url>" + OFF_HOST + ")")
 FETCHED_TAG = re.compile(r"<(?:img|script|iframe|link|video|audio|source)\b[^>]*?\b(?:src|href)\s*=\s*[\"']?"
                          r"(?P<url>" + OFF_HOST + ")", re.I)
+EMBED = re.compile(r"\{\{<\s*embed\s+(?P<path>[^\s#>]+\.ipynb)")  # {{< embed notebook.ipynb#label >}}
 OJS_CELL = re.compile(r"^[ \t]*```+[ \t]*\{ojs\b", re.M)
 THIRD_PARTY_WEBSITE_KEYS = {
     "google-analytics": "quarto.org docs/websites/website-tools (Google Analytics)",
@@ -90,7 +93,7 @@ def executed_notebook(root: Path, source: str) -> Path | None:
 def notebook_findings(root: Path, notebook: Path) -> list[Finding]:
     """Every display output with a MIME type that makes Quarto add scripts from a CDN, and every off-host
     URL in a Markdown cell or output."""
-    rel = notebook.relative_to(root).as_posix()
+    rel = notebook.relative_to(root).as_posix() if notebook.is_relative_to(root) else str(notebook)
     try:
         nb = nbformat.read(notebook, as_version=4)
     except Exception as exc:  # nbformat raises several unrelated types for a broken file
@@ -153,7 +156,10 @@ def project_findings(root: Path, profile: str) -> list[Finding]:
     for source in rendered_sources(root, profile):
         path = root / source
         if path.suffix == ".qmd" and path.is_file():
-            found += markdown_findings(source, "page", path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            found += markdown_findings(source, "page", text)
+            for embedded in dict.fromkeys(m["path"] for m in EMBED.finditer(text)):
+                found += notebook_findings(root, Path(os.path.normpath(path.parent / embedded)))
         notebook = executed_notebook(root, source)
         if notebook is not None and notebook.is_file():
             found += notebook_findings(root, notebook)

@@ -56,11 +56,12 @@ def to_python(value: object) -> object:
     return [items[i] for i in range(1, len(items) + 1)] if list(items) == list(range(1, len(items) + 1)) else items
 
 
-def head_html(output_file: str) -> str:
-    """The <head> tags Quarto writes for runner.lua's dependencies on the page at `output_file`."""
+def head_html(output_file: str, leave_out: tuple[str, ...] = ()) -> str:
+    """The <head> tags Quarto writes for runner.lua's dependencies on the page at `output_file` (less the
+    dependencies named in `leave_out`: the bench's page without the head boot)."""
     lib = "../" * output_file.count("/") + "site_libs/quarto-contrib"
     tags = []
-    for dep in runner_dependencies(output_file):
+    for dep in (d for d in runner_dependencies(output_file) if d["name"] not in leave_out):
         folder = f"{lib}/{dep['name']}-{dep['version']}"
         for script in dep.get("scripts", []):
             script = script if isinstance(script, dict) else {"path": script}

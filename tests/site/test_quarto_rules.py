@@ -111,6 +111,16 @@ def test_website_options_that_load_a_service_are_caught(tmp_path: Path, option: 
     assert found.source == "_quarto.yml" and found.where.startswith("website.")
 
 
+def test_a_notebook_a_page_embeds_is_held_to_the_rule(tmp_path: Path) -> None:
+    (tmp_path / "lessons").mkdir()
+    nbformat.write(notebook_with(display("text/html", "<b>")), tmp_path / "lessons" / "nb.ipynb")
+    (tmp_path / "page.qmd").write_text("# p\n\n{{< embed lessons/nb.ipynb#fig-x >}}\n", encoding="utf-8")
+    (tmp_path / "_quarto.yml").write_text("project:\n  type: website\n", encoding="utf-8")
+    (tmp_path / "_quarto-exercise.yml").write_text("project:\n  render: [page.qmd]\n", encoding="utf-8")
+    (found,) = quarto_rules.project_findings(tmp_path, "exercise")
+    assert found.source == "lessons/nb.ipynb" and "jQuery" in found.adds
+
+
 def broken_demo_project(root: Path) -> Path:
     """A project whose demo notebook has a text/html output, as 78c0374's had."""
     (root / "lessons").mkdir(parents=True)
