@@ -108,6 +108,9 @@ def test_inline_formulas_and_code_stay_in_a_phone_wide_quarto_page(browser, narr
         assert result["count"] >= len(formulas) + len(code)
         assert result["page"] <= 0 and not result["past"], result
         assert result["scrolling"] >= 1, "the widest formula scrolls inside its own box"
+        wrapping = page.evaluate("""() => [...document.querySelectorAll(':not(pre) > code')]
+            .map(c => getComputedStyle(c).whiteSpace + ' ' + getComputedStyle(c).overflowWrap)""")
+        assert set(wrapping) == {"pre-wrap anywhere"}, "inline code wraps anywhere, over Quarto's own rule"
         baseline = page.evaluate("""() => {  /* a formula that fits sits on the text's baseline, as without the CSS */
             const m = document.querySelector('mjx-container:not([display=true])');
             const before = m.querySelector('mjx-math').getBoundingClientRect().bottom;
