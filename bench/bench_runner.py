@@ -1,4 +1,4 @@
-"""Benchmark of the in-browser runner on the preview's exercise page, in headless Chromium.
+"""Benchmark of the in-browser runner on the exercise page of both renderings, in headless Chromium.
 
     python bench/bench_runner.py [--repeat N]
 
@@ -12,6 +12,12 @@ notebook is missing), serves it on 127.0.0.1 and, in N fresh browser contexts (e
 - baselines from the same run, interleaved with the lesson page: a blank page that only loads the
   same Pyodide files in a module worker (the floor for any first Check), load -> "Python ready" on
   the lesson page, and a Run of `pass` (the worker's round trip without the checks).
+
+The same is measured on the lesson in the shape of a Quarto page (Quarto cannot run here): the
+preview's lesson content in a Bootstrap page with site.css, MathJax where Quarto puts it, and the <head>
+Quarto writes for runner.lua's dependencies, computed by running the filter (tests/runner/quarto_filter.py):
+the inline worker boot, then runner.js and its files from site_libs/quarto-contrib/; and, as a baseline,
+the same page without the boot (runner.js starts the worker, as before issue 22).
 
 Medians are printed with the targets, as ratios to the blank page's Pyodide load measured in the same
 run (issue 12: first Check <= 1.1x, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
@@ -32,6 +38,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bs4 import BeautifulSoup
+
 from coursekit import preview
 from coursekit.cli import main as coursekit
 from coursekit.course_file import load_course
@@ -39,6 +47,9 @@ from coursekit.lesson import parse_lesson
 from coursekit.system import find_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "runner"))
+import quarto_filter  # noqa: E402 - runs runner.lua as Quarto does (a test helper)
+
 LESSON = load_course(ROOT / "course.yml").lesson("lesson11")  # the lesson whose page is measured
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -58,6 +69,39 @@ BARE_WORKER = """self.onmessage = async (event) => {
   postMessage("ready");
 };
 """
+
+
+QUARTO_PAGE = """<!DOCTYPE html>
+<html lang="zh-Hans"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title><link rel="icon" href="data:,"><meta name="quarto:offset" content="../">
+<link href="../vendor/bootstrap.min.css" rel="stylesheet">
+{runner}
+<link href="../assets/site/site.css" rel="stylesheet">
+{mathjax_options}
+<script src="../assets/vendor/mathjax/tex-chtml.js" type="text/javascript"></script>
+</head><body class="nav-sidebar docked"><div id="quarto-content" class="page-columns">
+<main class="content" id="quarto-document-content">{body}</main></div></body></html>
+"""
+
+
+def build_quarto_page(site: Path, target: str, folder: str = "quarto", leave_out: tuple[str, ...] = ()) -> str:
+    """The preview's lesson content as a Quarto-shaped page at <folder>/<name>.html (without runner.lua's
+    dependencies named in `leave_out`); return that path."""
+    page = f"{folder}/{Path(target).name}"
+    soup = BeautifulSoup((site / target).read_text(encoding="utf-8"), "html.parser")
+    body = "".join(str(node) for node in soup.find("main").contents)
+    lib = site / "site_libs" / "quarto-contrib" / "course-runner-2.0.0"
+    lib.mkdir(parents=True, exist_ok=True)
+    for name in ("runner.js", "runner-worker.js", "runner.css", "editor.js"):
+        (lib / name).write_bytes((ROOT / "assets" / "runner" / name).read_bytes())
+    (site / "vendor").mkdir(exist_ok=True)
+    (site / "vendor" / "bootstrap.min.css").write_bytes(
+        (ROOT / "node_modules/bootstrap/dist/css/bootstrap.min.css").read_bytes())
+    (site / page).parent.mkdir(parents=True, exist_ok=True)
+    (site / page).write_text(QUARTO_PAGE.format(
+        title=soup.title.string, runner=quarto_filter.head_html(page, leave_out), body=body,
+        mathjax_options=(ROOT / "assets/site/quarto-head.html").read_text(encoding="utf-8")), encoding="utf-8")
+    return page
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -161,11 +205,14 @@ def main(argv: list[str] | None = None) -> int:
         (site / "bare-worker.js").write_text(BARE_WORKER, encoding="utf-8")
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        url = f"http://127.0.0.1:{server.server_port}/{target}"
+        quarto = {"quarto": build_quarto_page(site, target),  # as runner.lua gives it
+                  "quarto_no_boot": build_quarto_page(site, target, "quarto-no-boot", ("course-runner-boot",))}
+        base = f"http://127.0.0.1:{server.server_port}/"
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-            base = url.rsplit("/", 2)[0] + "/"
-            runs = [measure(browser, url, code) | {"bare": bare_pyodide(browser, base + "bare.html")}
+            runs = [measure(browser, base + target, code) | {"bare": bare_pyodide(browser, base + "bare.html")}
+                    | {f"{name}_{k}": v for name, page in quarto.items()
+                       for k, v in measure(browser, base + page, code).items()}
                     for _ in range(args.repeat)]
             browser.close()
         server.shutdown()
@@ -180,6 +227,14 @@ def main(argv: list[str] | None = None) -> int:
     print(LINE.format(name="reload -> first Check result (s)", value=f"{med['reload_first']:.2f}"))
     print(LINE.format(name="reload first Check / blank-page Pyodide  [target <= 0.6]",
                       value=f"{med['reload_first'] / med['bare']:.2f}"))
+    print(LINE.format(name="Quarto-shaped page: checks passed (of 3), median", value=f"{med['quarto_passed']:.0f}"))
+    print(LINE.format(name="Quarto-shaped page: load -> first Check result (s)", value=f"{med['quarto_first']:.2f}"))
+    print(LINE.format(name="Quarto first Check / blank-page Pyodide  [target <= 1.1]",
+                      value=f"{med['quarto_first'] / med['bare']:.2f}"))
+    print(LINE.format(name="Quarto reload first Check / blank-page Pyodide  [target <= 0.6]",
+                      value=f"{med['quarto_reload_first'] / med['bare']:.2f}"))
+    print(LINE.format(name="same page without runner.lua's head boot: first Check / blank  [baseline]",
+                      value=f"{med['quarto_no_boot_first'] / med['bare']:.2f}"))
     in_page = med["second_in_page"] * 1000
     print(LINE.format(name="second Check, in page (ms)", value=f"{in_page:.0f}  (target <= 200 ms)"))
     print(LINE.format(name="second Check, click to result (ms)", value=f"{med['second'] * 1000:.0f}"))

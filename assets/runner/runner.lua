@@ -2,8 +2,9 @@
 runner.lua — Quarto filter that wires the course runner (runner.js) into the exercise page.
 
 It finds the exercise cell and wraps it in `<div class="course-runner">`; runner.js replaces that
-div's content with the editor (Run / Check / Stop, hints, saved work, "download notebook"). It also
-adds runner.js (a classic, blocking script in <head>, with data-runner-root) / runner.css as an HTML
+div's content with the editor (Run / Check / Stop, hints, saved work, "download notebook"). It puts in
+<head>, first, the inline script that starts the runner's worker and Pyodide at once (the preview's
+boot, coursekit.runner.head_tags), then adds runner.js (a classic, blocking script in <head>, with data-runner-root) / runner.css as an HTML
 dependency, with runner-worker.js and editor.js (the CodeMirror bundle) copied beside runner.js (the
 page starts the worker and imports the editor from there).
 
@@ -23,6 +24,9 @@ Use in _quarto.yml:   filters: [assets/runner/runner.lua]
 ]]
 
 local VERSION = "2.0.0"
+-- Where Quarto copies an extension's dependency: <site_libs>/quarto-contrib/<name>-<version>/ (quarto-cli
+-- src/command/render/pandoc-dependencies-html.ts, targetDirectoryInfo); a website's lib dir is site_libs/.
+local DEPENDENCY_DIR = "site_libs/quarto-contrib/course-runner-" .. VERSION .. "/"
 
 local dependency_added = false
 
@@ -34,6 +38,31 @@ local function root_offset()
   end
   local _, depth = string.gsub(output, "/", "")
   return string.rep("../", depth)
+end
+
+-- A path as a JavaScript string literal (the paths here are the page's offset and file names).
+local function js_string(path)
+  assert(not string.find(path, '["\\\n<]'), "runner.lua: unexpected character in path " .. path)
+  return '"' .. path .. '"'
+end
+
+-- The inline <head> script that starts the runner's worker, and with it Pyodide, before runner.js is
+-- fetched: the same script as coursekit.runner.head_tags gives the preview, with the worker URL runner.js
+-- computes on a Quarto page (runner-worker.js beside it in DEPENDENCY_DIR). runner.js adopts the worker
+-- (window.courseRunnerWorker) when it was booted from that URL, else ends it and starts its own.
+local function boot_script(offset, config)
+  local boot = '{type: "boot", configURL: at(' .. js_string(offset .. config) .. '), indexURL: at('
+    .. js_string(offset .. "assets/pyodide/") .. ')}'
+  return "<script>(() => { /* the runner's worker, started before runner.js is fetched (runner.js adopts it) */\n"
+    .. "  const at = (path) => new URL(path, location.href).href;\n"
+    .. "  const boot = " .. boot .. ";\n"
+    .. "  const url = at(" .. js_string(offset .. DEPENDENCY_DIR .. "runner-worker.js") .. ') + "#" + '
+    .. "encodeURIComponent(JSON.stringify(boot));\n"
+    .. '  const worker = new Worker(url, { type: "module" });\n'
+    .. "  const events = [];\n"
+    .. "  worker.onmessage = worker.onerror = (event) => { events.push(event); };\n"
+    .. "  window.courseRunnerWorker = { url, worker, events };\n"
+    .. "})();</script>"
 end
 
 -- runner.js is a classic script without `async` or `defer`, so it runs, and starts the worker with
@@ -52,6 +81,14 @@ local function add_dependency()
     local page = string.match(quarto.doc.project_output_file(), "([^/]+)%.html$")
     if page ~= nil then
       attribs["data-runner-config"] = "assets/runner/runner-config-" .. page .. ".json"  -- from the site root
+      -- Quarto injects dependencies in the order they were added, each one's scripts, then stylesheets,
+      -- then its `head` HTML (pandoc-dependencies-html.ts, processHtmlDependencies): a dependency of
+      -- its own, added first, puts the boot script before runner.js.
+      quarto.doc.add_html_dependency({
+        name = "course-runner-boot",
+        version = VERSION,
+        head = boot_script(offset, attribs["data-runner-config"]),
+      })
     end
   end
   quarto.doc.add_html_dependency({

@@ -32,7 +32,7 @@ from coursekit.lesson import parse_lesson
 from coursekit.nav import BRANCH_TEXT
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-SITE_LANG = "zh-CN"  # <html lang>: Chinese glyph forms (not Japanese) for the CJK punctuation
+SITE_LANG = "zh-Hans"  # <html lang>, as _quarto.yml: Chinese (simplified) glyph forms, not Japanese
 NOTICE = "预览版：由 nbconvert 生成（未安装 Quarto）。完整站点请安装 Quarto 后运行 make site。"
 MATHJAX = Path("node_modules/mathjax/es5")
 MERMAID = Path("node_modules/mermaid/dist/mermaid.min.js")

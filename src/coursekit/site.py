@@ -6,7 +6,8 @@ then a notice saying what was built and how to get the Quarto site.
 `coursekit site --post-render` is the Quarto post-render hook (run by assets/site/post-render.ts, see
 _quarto.yml): it gives the rendered site the runner's files and MathJax, as the preview does, and keeps
 the site self-hosted: it drops the one CDN script Quarto's HTML template adds with MathJax (a polyfill)
-and fails, naming the page, if any page still loads a script, style, font or image from another host.
+and fails if any page still loads a script, style, font or image from another host, naming the page, the
+URL, the output or line of the page's source that makes Quarto add it, and the fix (coursekit.quarto_rules).
 """
 
 from __future__ import annotations
@@ -20,26 +21,53 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from coursekit import preview
+from coursekit import preview, quarto_rules
 from coursekit.errors import CourseError
 
 PROFILES = ("exercise", "solution")
+QUARTO_VERSION = "1.10.18"  # the Quarto the site is tested against (.github/workflows/publish.yml pins it)
 # Quarto's template.html adds this before MathJax whatever its url (quarto-cli src/resources/formats/html/pandoc).
 QUARTO_POLYFILL = re.compile(r'[ \t]*<script src="https://cdnjs\.cloudflare\.com/polyfill/[^"]*"></script>\n?')
+HEAD_INCLUDE = "assets/site/quarto-head.html"  # where a site option could add a URL (the off-host error names them)
+THEME = "assets/site/theme.scss"
 # Tags whose URL the browser fetches by itself (links to read elsewhere, <a href>, are not requests).
 FETCHED = re.compile(r'<(?:script|link|img|iframe|source|video|audio)\b[^>]*?\b(?:src|href)='
                      r'"(?P<url>(?:https?:)?//[^"]+)"', re.I)
 
 
 def self_host(build: preview.Build) -> None:
-    """Drop Quarto's polyfill script from every page; fail naming a page that still fetches from another host."""
+    """Drop Quarto's polyfill script from every page; fail naming each page that still fetches from another
+    host, the URL, the source output or line behind it (coursekit.quarto_rules) and the fix."""
+    sources = page_sources(build)
+    problems = []
     for page in sorted(build.site_dir.rglob("*.html")):
         text = page.read_text(encoding="utf-8")
         kept = QUARTO_POLYFILL.sub("", text)
         if kept != text:
             page.write_text(kept, encoding="utf-8")
-        if found := FETCHED.search(kept):
-            raise CourseError(f"{page}: loads {found['url']} from another host; the site must serve it itself")
+        for url in dict.fromkeys(m["url"] for m in FETCHED.finditer(kept)):
+            problems.append(off_host_problem(build, page.relative_to(build.site_dir).as_posix(), url, sources))
+    if problems:
+        raise CourseError("\n".join(problems))
+
+
+def page_sources(build: preview.Build) -> dict[str, str]:
+    """{page path in the site: the source Quarto renders it from} (a lesson page from its branch .qmd)."""
+    pages = {p.target: (p.source.with_suffix(".qmd") if p.lesson else p.source).as_posix() for p in build.pages}
+    return {preview.HOME: preview.INDEX_QMD.as_posix(), **pages}
+
+
+def off_host_problem(build: preview.Build, page: str, url: str, sources: Mapping[str, str]) -> str:
+    """One line: the page, the URL, what in the page's source makes Quarto add it, and the fix."""
+    where = f"{build.site_dir / page}: loads {url} from another host"
+    source = sources.get(page)
+    if source is None:
+        return f"{where}; the page is not one of the profile's pages (remove it from the output folder)"
+    causes = quarto_rules.findings_for_url(build.root, source, url)
+    if causes:
+        return f"{where}; cause: " + " | ".join(quarto_rules.summary(causes))
+    return (f"{where}; nothing in {source} names it, so a site option adds it: look for it in _quarto.yml, "
+            f"_quarto-{build.branch.name}.yml, {HEAD_INCLUDE} and {THEME} and serve the file from assets/")
 
 
 # What a Quarto render lacks that the preview has: the runner's files, its Pyodide copy, MathJax and the
@@ -90,8 +118,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render_quarto(root: Path, quarto: str) -> int:
-    """Render every profile; stop at the first failure and return its exit status."""
+    """Render every profile; stop at the first failure and return its exit status. First the sources are held
+    to the rules that make Quarto add files from another host (coursekit.quarto_rules), so such a page
+    fails here, named with its output and the fix, not after a render at the post-render check."""
+    quarto_rules.check_project(root, PROFILES)
     env = dict(os.environ, QUARTO_PYTHON=str(root / ".venv/bin/python"))
+    version = subprocess.run([quarto, "--version"], env=env, capture_output=True, text=True, check=False).stdout
+    if version.strip() != QUARTO_VERSION:
+        print(f"note: this is Quarto {version.strip() or '(no version)'}; the site is tested against Quarto "
+              f"{QUARTO_VERSION}", flush=True)
     for profile in PROFILES:
         print(f"quarto render --profile {profile}", flush=True)
         done = subprocess.run([quarto, "render", "--profile", profile], cwd=root, env=env, check=False)
@@ -114,7 +149,6 @@ def post_render(root: Path, env: Mapping[str, str]) -> int:
     try:
         for step in POST_RENDER_STEPS:
             step(build)
-    except CourseError as exc:  # e.g. no release notebook in a fresh clone: `make site` builds it first
-        raise CourseError(f"post-render: {exc} (run `make site`: it builds the branches and the release, "
-                          "then renders)") from None
+    except CourseError as exc:  # each step's message names the file and its own fix
+        raise CourseError(f"post-render ({profile}): {exc}") from None
     return 0

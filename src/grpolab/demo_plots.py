@@ -3,9 +3,9 @@ drawn from in demo_<name>.json beside it. The figure is drawn from the rounded n
 the committed PNG can be redrawn from the committed JSON (tests do)."""
 from __future__ import annotations
 
-import base64
 import html
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,11 +37,18 @@ def save_section(name: str, data: dict, plot: Callable[[dict], plt.Figure], out_
     return data, save_figure(plot(data), out / f"demo_{name}.png")
 
 
-def figure_html(path: str | Path, alt: str) -> str:
-    """An <img> with the PNG inlined and alt text (nbconvert and Quarto keep an HTML output's alt;
-    a bare image/png output shows "No description has been provided for this image")."""
-    b64 = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-    return f'<img src="data:image/png;base64,{b64}" alt="{html.escape(alt)}" style="max-width: 100%"/>'
+def figure_markdown(path: str | Path, alt: str, start: str | Path = ".") -> str:
+    """The figure as a Markdown output: an <img> with its alt text and the PNG by its path from `start`
+    (the notebook's folder), e.g. `<img src="../assets/figs/demo_training.png" alt="图 (a)…">`.
+
+    Not text/html: one such output anywhere in a notebook makes Quarto add require.js and jQuery from a
+    CDN (quarto-cli src/core/jupyter/widgets.ts, extractJupyterWidgetDependencies). Not image/png: Quarto
+    takes an image output's alt only from the cell options fig-cap/fig-alt (src/core/jupyter/jupyter.ts,
+    mdImageOutput), which cannot hold text computed from the run, and nbconvert writes "No description has
+    been provided for this image". Not `![alt](src)`: an image alone in a paragraph is a pandoc implicit
+    figure, which Quarto's HTML shows with the text as a caption and no alt (rdevguide PR #275)."""
+    src = Path(os.path.relpath(path, start)).as_posix()
+    return f'<img src="{html.escape(src)}" alt="{html.escape(alt)}" style="max-width: 100%"/>'
 
 
 def _band(ax: plt.Axes, curve: dict, color: str, label: str | None = None, alpha: float = 0.15) -> None:

@@ -14,7 +14,6 @@ from the committed JSON with grpolab.demo_text and must equal what the committed
 key claims are also recomputed here independently of demo_text; each figure is redrawn from its JSON.
 """
 import dataclasses
-import html as html_lib
 import json
 import math
 import re
@@ -94,14 +93,31 @@ def test_no_markdown_holds_control_characters():
         assert "\\frac" not in text or re.search(r"\\frac\{", text), "\\frac survives as a command"
 
 
+def figures_and_paragraphs() -> tuple[list[str], list[str]]:
+    """The committed notebook's Markdown outputs: the figures (an <img>, demo_plots.figure_markdown) and the rest."""
+    md = outputs("text/markdown")
+    return [m for m in md if m.startswith("<img ")], [m for m in md if not m.startswith("<img ")]
+
+
 def test_every_paragraph_and_alt_text_is_rendered_from_the_committed_numbers():
     data = {k: committed(k) for k in RENDER}
     want_md = [RENDER[k][0](data[k]) for k in "abcde"] + [demo_text.summary(*(data[k] for k in "abcde"))]
-    assert outputs("text/markdown") == want_md
-    html = outputs("text/html")
-    assert len(html) == 5
-    for k, shown in zip("abcde", html, strict=True):
-        assert html_lib.unescape(re.search(r'alt="([^"]*)"', shown)[1]) == RENDER[k][1](data[k]), k
+    figures, paragraphs = figures_and_paragraphs()
+    assert paragraphs == want_md
+    assert len(figures) == 5
+    for k, shown in zip("abcde", figures, strict=True):
+        img = BeautifulSoup(shown, "html.parser").img
+        assert img["alt"] == RENDER[k][1](data[k]), k
+        assert img["src"] == f"../assets/figs/demo_{demo_plots.SECTIONS[k]}.png", "relative to lessons/, committed"
+
+
+def test_figures_are_shown_as_markdown_with_alt_text_never_html_or_a_bare_png():
+    """Quarto adds require.js and jQuery from a CDN for any text/html output (quarto-cli
+    src/core/jupyter/widgets.ts); a bare image/png output gets no alt there (jupyter.ts mdImageOutput)."""
+    assert outputs("text/html") == [] and outputs("image/png") == []
+    shown = demo_plots.figure_markdown(FIGS / "demo_training.png", 'a "b" <c>', start=NOTEBOOK.parent)
+    img = BeautifulSoup(shown, "html.parser").img
+    assert (img["src"], img["alt"]) == ("../assets/figs/demo_training.png", 'a "b" <c>')
 
 
 def test_images_carry_alt_text_in_the_preview_html():
@@ -110,7 +126,8 @@ def test_images_carry_alt_text_in_the_preview_html():
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(notebook())
     assert "No description has been provided for this image" not in body
     images = BeautifulSoup(body, "html.parser").find_all("img")
-    figures = [i for i in images if i["src"].startswith("data:image/png;base64,") and i["alt"].startswith("图 (")]
+    figures = [i for i in images
+               if re.fullmatch(r"\.\./assets/figs/demo_\w+\.png", i["src"]) and i["alt"].startswith("图 (")]
     assert len(figures) == 5
 
 

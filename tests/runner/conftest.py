@@ -3,8 +3,9 @@
 The fixture site holds two pages with the real runner files, config and Pyodide copy (and, under
 `preview/`, the real exercise preview built by coursekit.preview):
 `exercises/lesson11_grpo.html` in the shape of the nbconvert preview (cell tag class) and
-`quarto/lesson11_grpo.html` in the shape of a Quarto page after runner.lua (runner.js loaded from
-site_libs/ as a blocking script with data-runner-root and the page's own config,
+`quarto/lesson11_grpo.html` in the shape of a Quarto page after runner.lua (its <head> is what Quarto
+writes for the filter's dependencies, from running runner.lua: the inline boot of the runner's worker,
+then runner.js from site_libs/ as a blocking script with data-runner-root and the page's own config,
 `assets/runner/runner-config-lesson11_grpo.json`; `.course-runner` wrapper), and `bootstrap/lesson11_grpo.html`, the
 same styled with the Bootstrap 5.3 CSS that Quarto's themes are built on, in a Bootstrap grid column
 (Quarto cannot run here; this page stands in for its layout). The config's time limit is 3 s.
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import quarto_filter
 
 from coursekit import preview, runner
 from coursekit.cli import main
@@ -63,7 +65,9 @@ def site(tmp_path_factory: pytest.TempPathFactory, course: Course) -> Path:
     page = (FIXTURES / "preview_page.html").read_text(encoding="utf-8")
     preview.write_text(page.replace("{head}", runner.head_tags("../")), encoding="utf-8")
     (site / QUARTO_PAGE).parent.mkdir(parents=True)
-    shutil.copyfile(FIXTURES / "quarto_page.html", site / QUARTO_PAGE)
+    quarto_page = (FIXTURES / "quarto_page.html").read_text(encoding="utf-8")
+    (site / QUARTO_PAGE).write_text(quarto_page.replace("{head}", quarto_filter.head_html(QUARTO_PAGE)),
+                                    encoding="utf-8")
     (site / BOOTSTRAP_PAGE).parent.mkdir(parents=True)
     shutil.copyfile(FIXTURES / "bootstrap_page.html", site / BOOTSTRAP_PAGE)
     (site / "vendor").mkdir()

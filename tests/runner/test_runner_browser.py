@@ -459,6 +459,48 @@ def test_quarto_page_attaches_to_the_course_runner_div(context, pages, requests)
     assert requests.off_host() == []
 
 
+COUNT_WORKERS = """(() => {
+  window.__runnerWorkers = [];
+  const Native = window.Worker;
+  window.Worker = class extends Native {
+    constructor(url, options) {
+      super(url, options);
+      if (String(url).includes("runner-worker.js")) window.__runnerWorkers.push(String(url));
+    }
+  };
+  Object.defineProperty(window, "courseRunnerWorker", {
+    configurable: true, get() { return this.__early; },
+    set(early) {
+      window.__earlyAt = document.querySelectorAll("script[src$='runner.js']").length;  // runner.js tags parsed so far
+      const terminate = early.worker.terminate.bind(early.worker);
+      early.worker.terminate = () => { window.__earlyEnded = true; terminate(); };
+      this.__early = early;
+    } });
+})();"""
+
+
+def test_quarto_page_starts_python_in_its_head_and_loads_each_runner_file_once(fresh_context, pages) -> None:
+    """runner.lua puts the preview's inline boot first in the Quarto page's <head> (its own dependency,
+    injected before runner.js's): window.courseRunnerWorker is set before runner.js runs, runner.js adopts
+    it, and runner-worker.js and Pyodide's files are each requested once up to the first Check."""
+    urls: list[str] = []
+    fresh_context.on("request", lambda request: urls.append(request.url))
+    page = fresh_context.new_page()
+    page.add_init_script(COUNT_WORKERS)
+    widget = Widget(page, pages["quarto"])
+    widget.wait_ready()
+    widget.type_code(CORRECT)
+    assert [status for status, _ in widget.check().values()] == ["pass"] * 3
+    seen = list(urls)
+    assert page.evaluate("window.__earlyAt") == 0, "the boot ran before any runner.js tag was parsed"
+    assert page.evaluate("window.__earlyEnded") is None, "runner.js ended the head's worker instead of adopting it"
+    assert len(page.evaluate("window.__runnerWorkers")) == 1, page.evaluate("window.__runnerWorkers")
+    for name in ("runner-worker.js", "runner.js", "runner-config-lesson11_grpo.json", "pyodide.mjs",
+                 "pyodide.asm.wasm", "python_stdlib.zip"):
+        requested = [u for u in seen if u.split("#")[0].split("?")[0].endswith("/" + name)]
+        assert len(requested) == 1, (name, requested)
+
+
 @pytest.mark.parametrize(("typed", "state"), [("2024001 张三", "invalid"), ("张三", "invalid"), ("_s1", "invalid"),
                                                ("s" * 65, "invalid"), ("", "empty"), ("2024001", "valid"),
                                                ("s001.b-2_c", "valid")])

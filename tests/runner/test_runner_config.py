@@ -158,3 +158,21 @@ def test_the_quarto_filter_loads_the_runner_blocking() -> None:
     code = "\n".join(line.split("--")[0] for line in lua.splitlines())  # without Lua comments
     assert "local attribs = {}" in code
     assert not re.search(r"\b(async|defer)\b", code)
+
+
+def test_the_quarto_filter_boots_the_worker_first_exactly_as_the_preview_does() -> None:
+    """runner.lua, run (tests/runner/quarto_filter.py), adds the boot as a dependency of its own before
+    runner.js's, since Quarto injects each dependency's scripts before its `head` HTML
+    (pandoc-dependencies-html.ts, processHtmlDependencies). The script is head_tags' with the worker URL
+    runner.js computes on a Quarto page (runner-worker.js beside runner.js in site_libs/quarto-contrib/)."""
+    import quarto_filter
+
+    page = "exercises/lesson11_grpo.html"
+    boot, runner_dep = quarto_filter.runner_dependencies(page)
+    assert set(boot) == {"name", "version", "head"} and runner_dep["name"] == "course-runner"
+    folder = f"site_libs/quarto-contrib/{runner_dep['name']}-{runner_dep['version']}/"
+    preview_boot = runner.head_tags("../", config=runner.config_name("lesson11_grpo")).split("</script>")[0]
+    assert boot["head"] == preview_boot.replace('"../assets/runner/runner-worker.js"',
+                                                f'"../{folder}runner-worker.js"') + "</script>"
+    head = quarto_filter.head_html(page)
+    assert head.index("new Worker(") < head.index(f'<script src="../{folder}runner.js"')

@@ -140,7 +140,7 @@ def platform_fonts(page: object, selector: str) -> list[str]:
 def test_pages_are_chinese_with_chinese_glyphs_and_no_emoji(branch, target, page_and_log, site_urls) -> None:
     page, _ = page_and_log
     open_page(page, site_urls[branch] + target)
-    assert page.get_attribute("html", "lang") == "zh-CN"
+    assert page.get_attribute("html", "lang") == "zh-Hans"
     assert page.evaluate(f"() => {PICTOGRAPHS}.test(document.body.innerText)") is False
     fonts = platform_fonts(page, ".jp-RenderedMarkdown p")
     assert any(f.endswith("CJK SC") for f in fonts), fonts  # 。，“” in their Chinese forms, not JP

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from coursekit import preview
+from coursekit import site as site_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,18 +82,24 @@ def test_runner_filter_is_wired_when_the_runner_ships_one() -> None:
     assert ((ROOT / "assets" / "runner" / "runner.lua").is_file()) == ("assets/runner/runner.lua" in filters)
 
 
-def test_publish_workflow_renders_both_profiles_and_publishes_the_exercise_site() -> None:
+def test_publish_workflow_renders_both_profiles_with_the_tested_quarto_and_its_checks() -> None:
+    """make site (the off-host rules, then both profiles, each with the post-render checks) on the pinned
+    Quarto; the checkout stays clean; the exercise site is published."""
     workflow = load(".github/workflows/publish.yml")
     steps = workflow["jobs"]["build-deploy"]["steps"]
-    uses = [s.get("uses", "") for s in steps]
-    assert "quarto-dev/quarto-actions/setup@v2" in uses
-    renders = [s["env"]["QUARTO_PROFILE"] for s in steps if s.get("uses") == "quarto-dev/quarto-actions/render@v2"]
-    assert renders == list(preview.BRANCHES)
+    setup = next(s for s in steps if s.get("uses") == "quarto-dev/quarto-actions/setup@v2")
+    assert str(setup["with"]["version"]) == site_cli.QUARTO_VERSION
+    runs = [s.get("run", "") for s in steps]
+    render = runs.index("make site")
+    assert "git status --porcelain" in runs[render + 1]
+    assert not any(s.get("uses") == "quarto-dev/quarto-actions/render@v2" for s in steps), "make site renders"
     publish = next(s for s in steps if s.get("uses") == "quarto-dev/quarto-actions/publish@v2")
     assert publish["with"] == {"target": "gh-pages", "render": False}
     assert publish["env"]["QUARTO_PROFILE"] == "exercise"
     solution_copy = next(s for s in steps if "_site/solution" in s.get("run", ""))
     assert "publish_solution" in solution_copy["if"], "the solution site must be published only on request"
+    for doc in ("docs/site.md", "README.md"):
+        assert f"Quarto {site_cli.QUARTO_VERSION}" in (ROOT / doc).read_text(encoding="utf-8"), doc
 
 
 # ---- the rendered config, as Quarto merges it (profile over base, lists concatenated), per page
@@ -133,7 +141,7 @@ RENDERED = [(p, s) for p in preview.BRANCHES for s in load(f"_quarto-{p}.yml")["
 def test_every_page_loads_the_sites_own_mathjax_and_says_it_is_chinese(profile: str, source: str) -> None:
     """quarto.org docs/output-formats/html-basics#latex-equations: `html-math-method: {method, url}`."""
     html = page_config(profile, source)
-    assert html["lang"] == "zh-CN"
+    assert html["lang"] == "zh-Hans"
     math = html["html-math-method"]
     assert math["method"] == "mathjax"
     assert not re.match(r"(https?:)?//", math["url"]), "MathJax must come from the site itself"
@@ -171,3 +179,51 @@ def test_post_render_is_the_deno_script_that_calls_coursekit() -> None:
     script = (ROOT / hook).read_text(encoding="utf-8")
     assert hook.endswith(".ts")
     assert '"-m", "coursekit", "site", "--post-render"' in script and "make site" in script
+
+
+# pandoc's translation files for Chinese (jgm/pandoc data/translations/, at c8fb7b88): zh-Hans.yaml and
+# zh-Hant.yaml; none for zh-CN or zh, so `lang: zh-CN` logged "Could not load translations for zh-CN" and
+# "The term Abstract has no translation defined" on every page.
+PANDOC_CHINESE_TRANSLATIONS = ("zh-Hans", "zh-Hant")
+
+
+def test_lang_is_one_pandoc_and_quarto_have_chinese_translations_for() -> None:
+    """pandoc loads data/translations/<lang>.yaml (Text.Pandoc.Translations), so a render with another
+    Chinese tag warns on every page. Quarto reads _language-<subtag>.yml for each prefix of the tag
+    (quarto-cli src/core/language.ts, readLanguageTranslations: "zh", then "zh-Hans"), so zh-Hans keeps
+    Quarto's Chinese UI strings from src/resources/language/_language-zh.yml. Simplified forms: Hans."""
+    lang = load("_quarto.yml")["lang"]
+    assert lang in PANDOC_CHINESE_TRANSLATIONS and lang.endswith("Hans")
+    for profile, source in RENDERED:
+        assert page_config(profile, source)["lang"] == lang
+    assert preview.SITE_LANG == lang, "the preview says the same language as the Quarto pages"
+
+
+# quarto-cli src/project/project-gitignore.ts, ensureGitignore: every entry Quarto requires must be a line
+# of .gitignore (trimmed, compared exactly), else Quarto rewrites the file with the missing ones appended.
+# Quarto 1.10.18 requires these two (issue 22: a render appended `**/*.quarto_ipynb`).
+QUARTO_GITIGNORE_ENTRIES = ("/.quarto/", "**/*.quarto_ipynb")
+# What a render writes inside the project (besides the output folders): the scratch folder, the
+# notebook a .qmd page is executed through, and freeze's results and libraries (issue 22 saw
+# _freeze/site_libs/clipboard/clipboard.min.js).
+RENDER_WRITES = (".quarto/idx/index.qmd.json", "index.quarto_ipynb", "exercises/lesson11_grpo.quarto_ipynb",
+                 "solutions/lesson11_grpo.quarto_ipynb", "_freeze/solutions/lesson11_grpo/execute-results/html.json",
+                 "_freeze/site_libs/clipboard/clipboard.min.js", "_site/index.html", "_site-solution/index.html")
+
+
+def test_a_render_leaves_gitignore_and_git_status_as_they_were() -> None:
+    lines = [line.strip() for line in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()]
+    assert [e for e in QUARTO_GITIGNORE_ENTRIES if e not in lines] == [], "Quarto would append these"
+    if any(p.name.startswith("_") and p.name.endswith(".local") for p in ROOT.iterdir()):
+        assert "/_*.local" in lines
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *RENDER_WRITES], cwd=ROOT, capture_output=True,
+                             text=True, check=False).stdout.split()
+    assert sorted(ignored) == sorted(RENDER_WRITES), "not ignored: " + ", ".join(set(RENDER_WRITES) - set(ignored))
+
+
+def test_freeze_policy_is_what_the_docs_say_ignored_and_not_committed() -> None:
+    tracked = subprocess.run(["git", "ls-files", "_freeze"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert tracked.stdout == ""
+    docs = (ROOT / "docs" / "site.md").read_text(encoding="utf-8")
+    assert "`_freeze/` is in `.gitignore`" in docs and "commit `_freeze/`" not in docs
+    assert load("_quarto.yml")["execute"]["freeze"] == "auto"

@@ -175,6 +175,7 @@ def test_site_with_quarto_renders_both_profiles_with_the_venv_python(
     assert main(["site", "--root", str(ROOT)]) == 0
     venv_python = ROOT / ".venv" / "bin" / "python"
     assert record.read_text().splitlines() == [
+        f"--version QUARTO_PYTHON={venv_python}",  # compared with the tested version (a note if it differs)
         f"render --profile exercise QUARTO_PYTHON={venv_python}",
         f"render --profile solution QUARTO_PYTHON={venv_python}",
     ]
@@ -278,16 +279,19 @@ def test_post_render_fails_on_a_page_that_fetches_from_another_host(tmp_path: Pa
         site_cli.post_render(ROOT, {"QUARTO_PROJECT_OUTPUT_DIR": str(tmp_path / "_site"), "QUARTO_PROFILE": "exercise"})
 
 
-def test_post_render_in_a_fresh_clone_says_run_make_site_in_one_line(tmp_path: Path, capsys, monkeypatch) -> None:
-    """No release notebook yet (a fresh clone after `make setup`): one line that says what to run."""
+def test_post_render_in_a_fresh_clone_names_the_missing_release_and_its_fix(tmp_path: Path, capsys,
+                                                                          monkeypatch) -> None:
+    """No release notebook yet (a fresh clone after `make setup`): one line naming it and the command that
+    makes it; no generic advice (`make site` is what the maintainer just ran)."""
     for name in ("index.qmd", "exercises", "lessons", "assets", "node_modules"):
         (tmp_path / name).symlink_to(ROOT / name)
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", "_site")
     monkeypatch.setenv("QUARTO_PROFILE", "exercise")
     assert main(["site", "--post-render", "--root", str(tmp_path)]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert "release" in line
-    assert line.endswith("(run `make site`: it builds the branches and the release, then renders)")
+    assert re.fullmatch(r"error: post-render \(exercise\): \S+/autograder/release/\S+\.ipynb: release notebook "
+                        r"not found; run 'make release' first", line), line
+    assert "make site" not in line
 
 
 def test_post_render_rejects_an_unknown_profile(tmp_path: Path) -> None:

@@ -39,7 +39,8 @@ from coursekit.grading.course import DEFAULT_ROOT, Course, put_venv_on_path
 TEMPLATE_DIRS = [str(Path(__file__).resolve().parent / "templates"),
                  str(Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader" / "templates")]
 # The pages' own scripts: served as /static/<name>, and on the template path of every HTMLExporter
-# (HTMLExporter.extra_template_paths, set by coursekit.grading.records.feedback) for the feedback page, which inlines them.
+# (HTMLExporter.extra_template_paths, set by coursekit.grading.records.feedback) for the feedback page,
+# which inlines them.
 STATIC = Path(__file__).resolve().parent / "templates" / "static"
 TEMPLATE_PATHS = [str(STATIC)]
 EXTENSION = "coursekit.grading.formgrader_extension"
