@@ -57,6 +57,13 @@ class GradedClass:
         return self.rows[next(sid for sid, k in self.students.items() if k == kind)]
 
 
+def fresh_copy(course: Course, root: Path) -> Course:
+    """A copy of a released course without its graded class (manifest, journal, reports): saves a release."""
+    shutil.copytree(course.root, root, ignore=shutil.ignore_patterns(".ingest", "reports", "feedback", "autograded",
+                                                                     "submitted"))
+    return Course.at(root)
+
+
 @pytest.fixture(scope="session")
 def released_course(tmp_path_factory) -> Course:
     course = make_course(tmp_path_factory.mktemp("grading") / "course")

@@ -21,14 +21,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import CELL_TIMEOUT, make_course
+from conftest import CELL_TIMEOUT, fresh_copy, make_course
 from submission_kinds import k_correct
 
 from coursekit.cli import main
 from coursekit.errors import CourseError
 from coursekit.grading.intake import ingest
 from coursekit.grading.intake.ingest import find_candidates, select_notebook
-from coursekit.grading.intake.release import release
 from coursekit.grading.judge import flags as F
 
 COURSE_SOURCE = "../../source/lesson11/lesson11.ipynb"
@@ -189,10 +188,9 @@ def test_a_link_in_a_submissions_folder_is_not_followed(course, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def hostile_zip_graded(tmp_path_factory):
+def hostile_zip_graded(released_course, tmp_path_factory):
     """Every variant's hostile member in one zip beside two honest, solved students, graded by `coursekit grade`."""
-    course = make_course(tmp_path_factory.mktemp("archive") / "course")
-    release(course)
+    course = fresh_copy(released_course, tmp_path_factory.mktemp("archive") / "course")
     solved = json.dumps(k_correct(copy.deepcopy(nbformat.read(course.release_notebook, as_version=4)))).encode()
     archive = tmp_path_factory.mktemp("archive-lms") / "class.zip"
     _combined(archive, [("honest_a.ipynb", solved), ("honest_b/hw.ipynb", solved)])

@@ -132,6 +132,7 @@ def test_an_unreachable_scheduler_is_a_one_line_error(released_course, tmp_path,
     monkeypatch.setattr(pool, "SCHEDULER_TIMEOUT", "1s")  # not 10 s of retries against a closed port
     course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
     (tmp_path / "subs").mkdir()
+    shutil.copyfile(course.release_notebook, tmp_path / "subs" / "s01.ipynb")  # an empty folder stops earlier
     port = free_port()
     assert main(["grade", str(tmp_path / "subs"), "--course", str(course.root),
                  "--scheduler", f"tcp://127.0.0.1:{port}"]) == 1

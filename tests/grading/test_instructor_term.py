@@ -13,12 +13,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import CELL_TIMEOUT, digests, make_course, read_rows
+from conftest import CELL_TIMEOUT, digests, fresh_copy, read_rows
 from submission_kinds import k_correct
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
-from coursekit.grading.intake.release import release
 
 
 @dataclass
@@ -41,9 +40,8 @@ def state(course: Course) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def term(tmp_path_factory) -> Term:
-    course = make_course(tmp_path_factory.mktemp("term") / "course")
-    release(course)
+def term(released_course, tmp_path_factory) -> Term:
+    course = fresh_copy(released_course, tmp_path_factory.mktemp("term") / "course")
     base = nbformat.read(course.release_notebook, as_version=4)
     solved = k_correct(copy.deepcopy(base))
     lms = tmp_path_factory.mktemp("term-lms")
