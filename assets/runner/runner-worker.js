@@ -9,7 +9,8 @@
 //               {type: "init", indexURL}            (a replacement worker: start Pyodide only)
 //               {type: "snapshot", indexURL}        (a background worker: store a start-up snapshot, exit)
 //               {type: "run", id, code, timeLimitS, maxOutput}
-//               {type: "check", id, code, checks: [{id, title, code, own_run}], timeLimitS, maxOutput}
+//               {type: "check", id, code, checks: [{id, title, code, own_run}], given: {title, lines, veto},
+//                timeLimitS, maxOutput}
 // Messages out: {type: "config", config} | {type: "config-error", message}
 //               {type: "ready", fromSnapshot} | {type: "init-error", message}
 //               {type: "stream", id, name: "stdout"|"stderr", text}
@@ -112,7 +113,15 @@ def _course_own_run(names, before, ns):
             f"你的 {n} = {before[n]!r}，应为 {ns.get(n)!r}" for n in wrong) + "。评分时此项 0 分。")
     return None
 
-def _course_check(source, checks, limit_s):
+def _course_given(source, given):
+    """The result for the exercise's given checks (coursekit.lesson.given_checks): each given line
+    the student's code no longer holds, whitespace inside a line ignored, is named."""
+    mine = {"".join(line.split()) for line in source.split("\n")}
+    gone = [line for line in given["lines"] if "".join(line.split()) not in mine]
+    message = "、".join(f"\u0060{line}\u0060" for line in gone) + f" 被删除或改动；{given['veto']}" if gone else ""
+    return {"id": "given_checks", "title": given["title"], "own_run": [], "passed": not gone, "message": message}
+
+def _course_check(source, checks, limit_s, given=None):
     ns = {"__name__": "__main__"}
     out = {"setup_error": None, "results": []}
     try:
@@ -133,6 +142,8 @@ def _course_check(source, checks, limit_s):
             if why:
                 result.update(passed=False, message=why)
         out["results"].append(result)
+    if given and given["lines"]:
+        out["results"].append(_course_given(source, given))
     return json.dumps(out, ensure_ascii=False)
 `;
 
@@ -250,8 +261,10 @@ function execute(message) {
       json = runPython(message.code, message.timeLimitS);
     } else {
       const checks = pyodide.toPy(message.checks);
-      json = checkPython(message.code, checks, message.timeLimitS);
+      const given = pyodide.toPy(message.given || null);
+      json = checkPython(message.code, checks, message.timeLimitS, given);
       checks.destroy();
+      if (given) given.destroy();
     }
     postMessage({ type: "done", id: message.id, result: JSON.parse(json) });
   } catch (err) {

@@ -612,7 +612,7 @@
       const checks = this.config.checks;
       try {
         const payload = { code: this.code };
-        if (kind === "check") payload.checks = checks;
+        if (kind === "check") Object.assign(payload, { checks, given: this.config.given_checks || null });
         const steps = kind === "check" ? checks.length + 1 : 1;
         const result = await this.session.execute(kind, payload, (name, text) => this.appendOutput(name, text),
                                                   this.timeLimitS, steps);
