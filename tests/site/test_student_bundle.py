@@ -9,7 +9,6 @@ repository's virtualenv standing in for the one `lab.py` installs on first use (
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import shutil
@@ -199,4 +198,5 @@ def test_make_lab_runs_the_bundle_outside_the_repository(tmp_path, monkeypatch):
                                                for p in [cwd, *cwd.parents])
     assert (cwd / "lab.py").is_file() and (cwd / NOTEBOOK).is_file()
     assert main(["lab", "--root", str(ROOT), "--home", str(ROOT / "build" / "x")]) == 1  # inside the repository
-    assert os.environ.get("XDG_DATA_HOME") or lab.student_home({"HOME": "/h"}) == Path("/h/.local/share/coursekit-student")
+    assert lab.student_home({"HOME": "/h"}) == Path("/h/.local/share/coursekit-student")
+    assert lab.student_home({"HOME": "/h", "XDG_DATA_HOME": "/d"}) == Path("/d/coursekit-student")
