@@ -14,7 +14,7 @@
 // Messages out: {type: "config", config} | {type: "config-error", message}
 //               {type: "ready", fromSnapshot} | {type: "init-error", message}
 //               {type: "stream", id, name: "stdout"|"stderr", text}
-//               {type: "done", id, result}   (run: {error}, check: {setup_error, results: [...]})
+//               {type: "done", id, result}   (run: {error}, check: {setup_error, given_error, results: [...]})
 //               {type: "fatal", id, message} (the interpreter died; the page replaces this worker)
 //               {type: "snapshot-done", stored}
 //
@@ -114,16 +114,17 @@ def _course_own_run(names, before, ns):
     return None
 
 def _course_given(source, given):
-    """The result for the exercise's given checks (coursekit.lesson.given_checks): each given line
-    the student's code no longer holds, whitespace inside a line ignored, is named."""
+    """Why the student's code breaks the exercise's given checks (coursekit.lesson.given_checks: each
+    given line must still be there, whitespace inside a line ignored), or None."""
     mine = {"".join(line.split()) for line in source.split("\n")}
     gone = [line for line in given["lines"] if "".join(line.split()) not in mine]
-    message = "、".join(f"\u0060{line}\u0060" for line in gone) + f" 被删除或改动；{given['veto']}" if gone else ""
-    return {"id": "given_checks", "title": given["title"], "own_run": [], "passed": not gone, "message": message}
+    if not gone:
+        return None
+    return "、".join(f"\u0060{line}\u0060" for line in gone) + f" 被删除或改动；{given['veto']}"
 
 def _course_check(source, checks, limit_s, given=None):
     ns = {"__name__": "__main__"}
-    out = {"setup_error": None, "results": []}
+    out = {"setup_error": None, "given_error": None, "results": []}
     try:
         _course_exec(source, "<你的代码>", ns, limit_s)
     except BaseException as exc:
@@ -142,8 +143,7 @@ def _course_check(source, checks, limit_s, given=None):
             if why:
                 result.update(passed=False, message=why)
         out["results"].append(result)
-    if given and given["lines"]:
-        out["results"].append(_course_given(source, given))
+    out["given_error"] = _course_given(source, given) if given else None
     return json.dumps(out, ensure_ascii=False)
 `;
 

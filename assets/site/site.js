@@ -114,6 +114,23 @@
     return { words: words, hits: hits.slice(0, MAX_RESULTS) };
   }
 
+  // `text` normalised one character at a time, with the index in `text` each normalised character
+  // came from: a word found in the normalised text marks the same characters of `text`, even where
+  // normalising changes a length ("…" becomes "...").
+  function normalizedWithOrigin(text) {
+    var out = "";
+    var from = [];
+    for (var i = 0; i < text.length;) {
+      var ch = String.fromCodePoint(text.codePointAt(i));
+      var n = normalize(ch);
+      for (var k = 0; k < n.length; k++) from.push(i);
+      out += n;
+      i += ch.length;
+    }
+    from.push(text.length);
+    return { text: out, from: from };
+  }
+
   // A short piece of the section's text around the first word found, with every word marked.
   function snippet(section, words) {
     var text = section.entry.text;
@@ -123,15 +140,18 @@
       return i >= 0 && (best < 0 || i < best) ? i : best;
     }, -1);
     var start = Math.max(0, at - 24);
-    var piece = (start > 0 ? "…" : "") + text.slice(start, start + 90) + (start + 90 < text.length ? "…" : "");
+    var piece = text.slice(start, start + 90);
     var small = document.createElement("small");
-    var lowerPiece = normalize(piece);
+    var found = normalizedWithOrigin(piece);
     var marks = [];
     words.forEach(function (w) {
-      for (var i = lowerPiece.indexOf(w); i >= 0; i = lowerPiece.indexOf(w, i + w.length)) marks.push([i, i + w.length]);
+      for (var i = found.text.indexOf(w); i >= 0; i = found.text.indexOf(w, i + w.length)) {
+        marks.push([found.from[i], Math.max(found.from[i + w.length], found.from[i] + 1)]);
+      }
     });
     marks.sort(function (a, b) { return a[0] - b[0]; });
     var pos = 0;
+    if (start > 0) small.appendChild(document.createTextNode("…"));
     marks.forEach(function (m) {
       if (m[0] < pos) return;
       small.appendChild(document.createTextNode(piece.slice(pos, m[0])));
@@ -140,7 +160,7 @@
       small.appendChild(mark);
       pos = m[1];
     });
-    small.appendChild(document.createTextNode(piece.slice(pos)));
+    small.appendChild(document.createTextNode(piece.slice(pos) + (start + 90 < text.length ? "…" : "")));
     return small;
   }
 

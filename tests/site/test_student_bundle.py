@@ -111,7 +111,7 @@ def test_the_self_check_runs_with_the_system_python_alone(unpacked):
     assert blank.returncode == 1 and "还有 2 处 ______ 没有填写" in blank.stdout, blank.stdout + blank.stderr
     done = self_check(unpacked, filled(unpacked / NOTEBOOK))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "结果：4/4 项检查通过。" in done.stdout
+    assert "结果：3/3 项检查通过。" in done.stdout
 
 
 def test_the_self_check_gives_the_graders_chinese_reason_and_names_the_vetoed_guard(unpacked):
@@ -119,7 +119,8 @@ def test_the_self_check_gives_the_graders_chinese_reason_and_names_the_vetoed_gu
     assert eq_zero.returncode == 1
     assert "浮点误差让 std 略大于 0，组没有归零：要用 std < eps 判断，而不是 std == 0" in eq_zero.stdout, eq_zero.stdout
     guard = self_check(unpacked, filled(unpacked / NOTEBOOK, {"if not rewards:": "if len(rewards) == 0:"}))
-    assert guard.returncode == 1 and "`if not rewards:` 被删除或改动" in guard.stdout and "一票否决" in guard.stdout
+    assert guard.returncode == 1 and "✗ 题目给出的检查：`if not rewards:` 被删除或改动" in guard.stdout
+    assert "一票否决" in guard.stdout and "结果：3/3 项检查通过" in guard.stdout
 
 
 def test_the_offline_site_is_served_by_the_system_python_alone(unpacked):

@@ -51,6 +51,9 @@ def main(argv):
         ok = False
         print("  ✗ 你的代码本身运行出错（各项检查仍照常进行）：")
         print("      " + result["setup_error"].replace("\n", "\n      "))
+    if result["given_error"]:
+        ok = False
+        print(f"  ✗ {CONFIG['given']['title']}：{result['given_error']}")
     for item in result["results"]:
         mark = "✓" if item["passed"] else "✗"
         print(f"  {mark} {item['title']}：{'通过' if item['passed'] else '未通过'}")
