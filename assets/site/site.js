@@ -1,4 +1,5 @@
-// No-Quarto preview behaviour: Mermaid diagrams, the sticky bar's height, and the site search box.
+// No-Quarto preview behaviour: Mermaid diagrams, the sticky bar's height, scrolling boxes as tab stops,
+// and the site search box.
 // Served by the site itself.
 //
 // Search (search.json from coursekit.preview.write_search_index: {sections, words}): the query and
@@ -51,6 +52,40 @@
     update();
     if (window.ResizeObserver) new ResizeObserver(update).observe(bar);
     window.addEventListener("resize", update);
+  }
+
+  // A box in the page that scrolls (a wide diagram, formula, code or table on a phone) is a tab stop while it scrolls,
+  // so the keyboard can reach and scroll it (axe-core rule scrollable-region-focusable). Checked at
+  // load, on resize, and when the page's content changes (formulas typeset, a diagram drawn).
+  function markScrollBoxes() {
+    document.querySelectorAll("main *").forEach(function (box) {
+      if (box.closest(".cr-widget")) return; // the runner's code editor is a tab stop of its own
+      var style = getComputedStyle(box);
+      var scrolls = (/auto|scroll/.test(style.overflowX) && box.scrollWidth > box.clientWidth + 1)
+        || (/auto|scroll/.test(style.overflowY) && box.scrollHeight > box.clientHeight + 1);
+      var was = box.dataset.courseScrollStop; // the tabindex it had before ("" for none)
+      if (scrolls && was === undefined && box.tabIndex < 0) {
+        box.dataset.courseScrollStop = box.getAttribute("tabindex") || "";
+        box.setAttribute("tabindex", "0");
+      } else if (!scrolls && was !== undefined) {
+        if (was) box.setAttribute("tabindex", was);
+        else box.removeAttribute("tabindex");
+        delete box.dataset.courseScrollStop;
+      }
+    });
+  }
+
+  function trackScrollBoxes() {
+    var pending = 0;
+    function later() {
+      clearTimeout(pending);
+      pending = setTimeout(markScrollBoxes, 200);
+    }
+    markScrollBoxes();
+    window.addEventListener("resize", later);
+    // formulas typeset as they come into view (MathJax's ui/lazy) and diagrams drawn change what scrolls
+    var main = document.querySelector("main");
+    if (main && window.MutationObserver) new MutationObserver(later).observe(main, { childList: true, subtree: true });
   }
 
   // ---- search
@@ -253,5 +288,6 @@
 
   renderMermaid();
   trackStickyBar();
+  trackScrollBoxes();
   setUpSearch();
 })();
