@@ -71,6 +71,13 @@ def judge(code: str) -> dict[str, trusted.Failure | None]:
             for test_id, t in cells().items()}
 
 
+def judge_without_self_checks(code: str) -> dict[str, trusted.Failure | None]:
+    """As `judge`, with the test cells' SELF-CHECKS blocks left out (the hidden tests and given asserts only)."""
+    kernel = LocalKernel(run_student_cell(code))
+    return {test_id: trusted.run_test_cell(SELF_CHECK_BLOCK.sub("", t.body), t.options["title"], kernel.snapshot(),
+                                           kernel) for test_id, t in cells().items()}
+
+
 def self_check(code: str) -> dict[str, str | None]:
     """{check id: None if it passed, else its message} as the browser's Check computes them."""
     namespace = run_student_cell(code)
@@ -164,3 +171,11 @@ def test_self_checks_use_inputs_of_their_own():
         shared = _literal_groups(hidden) & _literal_groups(block.group(0))
         assert not shared, (cell.options["test_id"], shared)
         assert "random.Random(11)" not in block.group(0)  # the hidden tests' seed
+
+
+@pytest.mark.parametrize("name", WRONG_VARIANTS)
+def test_the_self_checks_cost_no_point_the_hidden_tests_would_give(name):
+    """The self-check blocks also run in the grader: they fail a cell only where its hidden tests do."""
+    code = student_cell(WRONG_VARIANTS[name])
+    with_self_checks = {cid: f is None for cid, f in judge(code).items()}
+    assert with_self_checks == {cid: f is None for cid, f in judge_without_self_checks(code).items()}
