@@ -138,6 +138,20 @@ def test_the_offline_site_is_served_by_the_system_python_alone(unpacked):
         proc.wait(timeout=30)
 
 
+LAB_COMMAND = ("import sys; sys.path.insert(0, '.'); import lab; "
+               "print(' '.join(lab.command(lab.Path('python'), lab.WORK / 'n.ipynb', 1234, lab.has_display())))")
+
+
+@pytest.mark.parametrize(("display", "browser_opens"), [({}, False), ({"DISPLAY": ":0"}, True),
+                                                         ({"WAYLAND_DISPLAY": "wayland-0"}, True)])
+def test_lab_opens_no_browser_without_a_display(unpacked, display, browser_opens):
+    env = {"PATH": "/usr/bin:/bin", **display}
+    shown = subprocess.run([SYSTEM_PYTHON, "-I", "-c", LAB_COMMAND], cwd=unpacked, env=env, capture_output=True,
+                           text=True, check=True).stdout
+    assert ("--no-browser" not in shown) == browser_opens, shown
+    assert "--ServerApp.terminals_enabled=False" in shown and "--ServerApp.port=1234" in shown
+
+
 def _get(url: str) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
