@@ -138,6 +138,31 @@ def test_the_offline_site_is_served_by_the_system_python_alone(unpacked):
         proc.wait(timeout=30)
 
 
+def test_lab_copies_the_notebook_once_never_overwrites_it_and_switches_off_instructor_tools(unpacked):
+    """lab.py's set-up (`prepare`), run twice from the unpacked bundle with the system Python."""
+    run = [SYSTEM_PYTHON, "-I", "-c", "import sys; sys.path.insert(0, '.'); import lab; print(lab.prepare())"]
+    env = {"PATH": "/usr/bin:/bin"}
+    mine = unpacked / "work" / NOTEBOOK
+    shutil.rmtree(unpacked / "work", ignore_errors=True)
+    first = subprocess.run(run, cwd=unpacked, env=env, capture_output=True, text=True, check=True).stdout
+    assert "已创建你的笔记本" in first and mine.read_bytes() == (unpacked / NOTEBOOK).read_bytes()
+    mine.write_text("student work", encoding="utf-8")
+    again = subprocess.run(run, cwd=unpacked, env=env, capture_output=True, text=True, check=True).stdout
+    assert "继续使用你的笔记本" in again and mine.read_text(encoding="utf-8") == "student work"
+    config = unpacked / ".jupyter" / "config"
+    server = json.loads((config / "jupyter_server_config.json").read_text(encoding="utf-8"))["ServerApp"]
+    assert server["terminals_enabled"] is False and set(server["jpserver_extensions"].values()) == {False}
+    page = json.loads((config / "labconfig" / "page_config.json").read_text(encoding="utf-8"))
+    assert page["disabledExtensions"] == {"@jupyter/nbgrader": True, "@jupyterlab/terminal-extension": True}
+    shutil.rmtree(unpacked / "work")
+    shutil.rmtree(unpacked / ".jupyter")
+
+
+def test_a_bundle_without_the_release_notebook_names_the_fix(tmp_path):
+    with pytest.raises(CourseError, match=r"autograder/release/lesson11/lesson11\.ipynb: missing; run `make release`"):
+        bundle.write_folder(tmp_path, bundle.lesson_entry(ROOT, "lesson11"), tmp_path / "out")
+
+
 LAB_COMMAND = ("import sys; sys.path.insert(0, '.'); import lab; "
                "print(' '.join(lab.command(lab.Path('python'), lab.WORK / 'n.ipynb', 1234, lab.has_display())))")
 
