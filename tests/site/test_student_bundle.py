@@ -177,6 +177,32 @@ def test_lab_opens_no_browser_without_a_display(unpacked, display, browser_opens
     assert "--ServerApp.terminals_enabled=False" in shown and "--ServerApp.port=1234" in shown
 
 
+@pytest.mark.browser
+def test_the_offline_page_checks_code_from_the_unpacked_bundle_alone(unpacked, browser):
+    """site.py (system Python) serves the bundle's site; the page's Python starts and Check passes the
+    reference code, with every request on 127.0.0.1; the page says the grader runs hidden checks of the same kinds."""
+    proc = subprocess.Popen([SYSTEM_PYTHON, "-I", "site.py", "--no-browser"], cwd=unpacked,
+                            env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE, text=True)
+    context = browser.new_context()
+    requests: list[str] = []
+    context.on("request", lambda r: requests.append(r.url))
+    try:
+        url = re.search(r"http://127\.0\.0\.1:\d+/[!-~]+", proc.stdout.readline())[0]
+        page = context.new_page()
+        page.goto(url)
+        assert "评分时的隐藏检查同类" in page.inner_text("main")
+        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
+        page.evaluate("code => { document.querySelector('.cr-host').courseRunner.code = code; }", LESSON.reference_code)
+        page.click("button[data-action=check]")
+        page.wait_for_selector(".cr-summary", timeout=60_000)
+        assert page.inner_text(".cr-summary") == "全部 3 组检查通过。"
+        assert [u for u in requests if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))] == []
+    finally:
+        context.close()
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def _get(url: str) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
