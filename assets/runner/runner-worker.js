@@ -46,6 +46,7 @@ class CourseTimeLimit(BaseException):
     """Raised into the running code when its step is over the time limit."""
 
 _COURSE_MISSING = object()
+_COURSE_BARE_ASSERT = "（题目给出的断言不成立；为什么不成立，见下面各组检查的说明）"
 
 def _course_exec(source, filename, ns, limit_s):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -129,6 +130,8 @@ def _course_check(source, checks, limit_s, given=None):
         _course_exec(source, "<你的代码>", ns, limit_s)
     except BaseException as exc:
         out["setup_error"] = _course_summary(exc, "<你的代码>")
+        if isinstance(exc, AssertionError) and not str(exc):
+            out["setup_error"] += "\n" + _COURSE_BARE_ASSERT
     for check in checks:
         filename = f"<检查：{check['title']}>"
         names = list(check.get("own_run") or [])

@@ -170,6 +170,9 @@ def test_self_checks_use_inputs_of_their_own():
             continue
         shared = _literal_groups(hidden) & _literal_groups(block.group(0))
         assert not shared, (cell.options["test_id"], shared)
+        code = {line.strip() for line in hidden.split("\n") if len(line.strip()) > 20
+                and not line.strip().startswith(('"', 'f"', "'", "#"))}  # as test_grading_attacks reads them
+        assert not [line for line in code if line in block.group(0)], "a hidden test's code line is shown"
         assert "random.Random(11)" not in block.group(0)  # the hidden tests' seed
 
 

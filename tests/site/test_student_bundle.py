@@ -118,6 +118,11 @@ def test_the_self_check_gives_the_graders_chinese_reason_and_names_the_vetoed_gu
     eq_zero = self_check(unpacked, filled(unpacked / NOTEBOOK, {"if std < eps:": "if std == 0:"}))
     assert eq_zero.returncode == 1
     assert "浮点误差让 std 略大于 0，组没有归零：要用 std < eps 判断，而不是 std == 0" in eq_zero.stdout, eq_zero.stdout
+    sample_variance = {"/ len(rewards)\n    std": "/ (len(rewards) - 1)\n    std"}
+    sample = self_check(unpacked, filled(unpacked / NOTEBOOK, sample_variance))
+    bare = "AssertionError\n      （题目给出的断言不成立；为什么不成立，见下面各组检查的说明）"  # no message
+    assert bare in sample.stdout, sample.stdout
+    assert "方差要用总体方差（除以 G），不是样本方差（除以 G-1）" in sample.stdout
     guard = self_check(unpacked, filled(unpacked / NOTEBOOK, {"if not rewards:": "if len(rewards) == 0:"}))
     assert guard.returncode == 1 and "✗ 题目给出的检查：`if not rewards:` 被删除或改动" in guard.stdout
     assert "一票否决" in guard.stdout and "结果：3/3 项检查通过" in guard.stdout

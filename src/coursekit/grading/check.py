@@ -37,6 +37,7 @@ from coursekit.lesson import (
 
 MARK = "__coursekit_check__"
 OWN_RUN = "按你自己代码的运行结果计分"
+BARE_ASSERT = "（题目给出的断言不成立；为什么不成立，见下面各组检查的说明）"  # as the browser's Check says it
 # One kernel cell per student cell and per check. `own_run` names are read before the check's code
 # runs and compared with what it leaves; KeyboardInterrupt is the kernel's time-limit interrupt.
 HARNESS = '''import json as _ck_json, traceback as _ck_tb
@@ -132,7 +133,9 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
         result = _result(ran)
         if not result.get("ok"):
             report.ok = cells_ok = False
-            report.lines.append(f"  ✗ 你的第 {number} 个代码单元{_where(cell.source, result)}出错（{result['error']}）")
+            why = BARE_ASSERT if result["error"] == "AssertionError" else ""
+            where = _where(cell.source, result)
+            report.lines.append(f"  ✗ 你的第 {number} 个代码单元{where}出错（{result['error']}）{why}")
     if cells_ok and not blanks:
         report.lines.append(f"  ✓ 你的 {len(mine)} 个代码单元运行无误")
     gone = missing_given_checks(list(given), "\n".join(c.source for c in mine))
