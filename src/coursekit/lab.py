@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-browser", action="store_true", help="do not open a web browser (the default without "
                                                                   "a display)")
     parser.add_argument("--lesson", default=None, help="lesson id of course.yml (default: the first lesson)")
-    parser.add_argument("--home", type=Path, default=None, help="where the bundle goes (default: student_home())")
+    parser.add_argument("--home", type=Path, default=None, help="where the bundle goes, outside the repository "
+                        "(default: $XDG_DATA_HOME/coursekit-student, else ~/.local/share/coursekit-student)")
 
 
 def student_home(env: Mapping[str, str]) -> Path:
