@@ -3,13 +3,14 @@ PY      := .venv/bin/python
 CK      := $(PY) -m coursekit
 STAMP   := .venv/.installed
 SYSTEM  := src/coursekit/system.py
-# LESSON=<id of course.yml>: branches, release, grade, check, report, export, lab and site (the preview) work on that lesson
-# only; without it, on every lesson (grade, check, export and lab: the first lesson)
+# LESSON=<id of course.yml>: branches, release, grade, check, report, export, lab, student-bundle and site (the
+# preview) work on that lesson
+# only; without it, on every lesson (grade, check, export, lab and student-bundle: the first lesson)
 LESSON_ARG := $(if $(LESSON),--lesson $(LESSON))
 # SYSTEM_FLAGS=--check: only look for the system packages, install nothing
 
 .PHONY: all setup system-setup system-figures system-test branches figures editor release grade check report \
-        formgrader export demo site lab test lint bench clean
+        formgrader export demo site lab student-bundle test lint bench clean
 
 all: branches figures release site
 
@@ -70,7 +71,12 @@ demo: $(STAMP)
 site: $(STAMP) branches release
 	$(CK) site $(LESSON_ARG)
 
-lab: $(STAMP)
+# ---- students: the bundle (build/student/<slug>/ and .zip: notebook, self-check, offline site, 使用说明);
+# `make lab` runs JupyterLab from that lesson's bundle, written outside this repository
+student-bundle: $(STAMP) release
+	$(CK) bundle $(LESSON_ARG)
+
+lab: $(STAMP) release
 	$(CK) lab $(LESSON_ARG)
 
 # ---- checks

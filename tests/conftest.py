@@ -81,6 +81,26 @@ class _QuietServer(http.server.ThreadingHTTPServer):
         pass  # a stopped web worker drops its Pyodide download mid-way; that is expected
 
 
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"  # package.json pins axe-core
+
+
+@pytest.fixture(scope="session")
+def axe_violations() -> Callable[[object], list[str]]:
+    """axe_violations(page) -> one line per serious or critical axe-core violation of the page as it is
+    now (rule, impact, count, the first node and its colours where axe gives them)."""
+    source = AXE.read_text(encoding="utf-8")
+
+    def run(page: object) -> list[str]:
+        page.add_script_tag(content=source)
+        found = page.evaluate("""async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+            .filter(v => v.impact === 'serious' || v.impact === 'critical')
+            .map(v => `${v.id} (${v.impact}, ${v.nodes.length}): ${v.nodes[0].target.join(' ')} `
+                      + JSON.stringify(v.nodes[0].any.map(a => a.data)))""")
+        return list(found)
+
+    return run
+
+
 @pytest.fixture(scope="session")
 def serve_directory() -> Iterator[Callable[[Path], str]]:
     """serve_directory(folder) -> "http://127.0.0.1:PORT/": a static server, stopped at session end."""

@@ -9,11 +9,12 @@
 //               {type: "init", indexURL}            (a replacement worker: start Pyodide only)
 //               {type: "snapshot", indexURL}        (a background worker: store a start-up snapshot, exit)
 //               {type: "run", id, code, timeLimitS, maxOutput}
-//               {type: "check", id, code, checks: [{id, title, code, own_run}], timeLimitS, maxOutput}
+//               {type: "check", id, code, checks: [{id, title, code, own_run}], given: {title, lines, veto},
+//                timeLimitS, maxOutput}
 // Messages out: {type: "config", config} | {type: "config-error", message}
 //               {type: "ready", fromSnapshot} | {type: "init-error", message}
 //               {type: "stream", id, name: "stdout"|"stderr", text}
-//               {type: "done", id, result}   (run: {error}, check: {setup_error, results: [...]})
+//               {type: "done", id, result}   (run: {error}, check: {setup_error, given_error, results: [...]})
 //               {type: "fatal", id, message} (the interpreter died; the page replaces this worker)
 //               {type: "snapshot-done", stored}
 //
@@ -45,6 +46,7 @@ class CourseTimeLimit(BaseException):
     """Raised into the running code when its step is over the time limit."""
 
 _COURSE_MISSING = object()
+_COURSE_BARE_ASSERT = "（题目给出的断言不成立；为什么不成立，见下面各组检查的说明）"
 
 def _course_exec(source, filename, ns, limit_s):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -112,13 +114,24 @@ def _course_own_run(names, before, ns):
             f"你的 {n} = {before[n]!r}，应为 {ns.get(n)!r}" for n in wrong) + "。评分时此项 0 分。")
     return None
 
-def _course_check(source, checks, limit_s):
+def _course_given(source, given):
+    """Why the student's code breaks the exercise's given checks (coursekit.lesson.given_checks: each
+    given line must still be there, whitespace inside a line ignored), or None."""
+    mine = {"".join(line.split()) for line in source.split("\n")}
+    gone = [line for line in given["lines"] if "".join(line.split()) not in mine]
+    if not gone:
+        return None
+    return "、".join(f"\u0060{line}\u0060" for line in gone) + f" 被删除或改动；{given['veto']}"
+
+def _course_check(source, checks, limit_s, given=None):
     ns = {"__name__": "__main__"}
-    out = {"setup_error": None, "results": []}
+    out = {"setup_error": None, "given_error": None, "results": []}
     try:
         _course_exec(source, "<你的代码>", ns, limit_s)
     except BaseException as exc:
         out["setup_error"] = _course_summary(exc, "<你的代码>")
+        if isinstance(exc, AssertionError) and not str(exc):
+            out["setup_error"] += "\n" + _COURSE_BARE_ASSERT
     for check in checks:
         filename = f"<检查：{check['title']}>"
         names = list(check.get("own_run") or [])
@@ -133,6 +146,7 @@ def _course_check(source, checks, limit_s):
             if why:
                 result.update(passed=False, message=why)
         out["results"].append(result)
+    out["given_error"] = _course_given(source, given) if given else None
     return json.dumps(out, ensure_ascii=False)
 `;
 
@@ -250,8 +264,10 @@ function execute(message) {
       json = runPython(message.code, message.timeLimitS);
     } else {
       const checks = pyodide.toPy(message.checks);
-      json = checkPython(message.code, checks, message.timeLimitS);
+      const given = pyodide.toPy(message.given || null);
+      json = checkPython(message.code, checks, message.timeLimitS, given);
       checks.destroy();
+      if (given) given.destroy();
     }
     postMessage({ type: "done", id: message.id, result: JSON.parse(json) });
   } catch (err) {

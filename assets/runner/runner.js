@@ -27,8 +27,8 @@
 // The page's other CPU work can wait for Python (on a 2-core machine it competes with the worker):
 // <html data-course-runner-starting="true"> until Python is ready or has failed (then the event
 // "course-runner-started"), and <html data-course-runner-busy="true"> while a Run or Check is
-// pending (then "course-runner-idle", sent once the result has been painted). The preview's MathJax
-// (preview.html.j2) starts and typesets by them.
+// pending (then "course-runner-idle", sent once the result has been painted). The CodeMirror editor
+// waits by them; MathJax does not (it starts at once, independent of Python: preview.html.j2).
 (() => {
   "use strict";
 
@@ -349,7 +349,7 @@
       level.open = true;
       this.store.set("hints", String(this.opened()));
       level.scrollIntoView({ block: "nearest", behavior: "smooth" });
-      return level.querySelector("summary").textContent.trim();
+      return level;
     }
   }
 
@@ -547,8 +547,13 @@
       } else if (action === "reset") {
         this.reset();
       } else if (action === "hint") {
-        const title = this.hints.openNext();
-        if (title) this.status.textContent = `已打开${title}（在“检查方法”下）`;
+        const level = this.hints.openNext();
+        if (level) {
+          // where the opened hint is, as the page lays it out (the page's hint widget, not the runner's)
+          const below = this.root.compareDocumentPosition(level) & Node.DOCUMENT_POSITION_FOLLOWING;
+          const title = level.querySelector("summary").textContent.trim();
+          this.status.textContent = `已打开${title}（在代码框${below ? "下方" : "上方"}）`;
+        }
       } else if (action === "download") {
         this.download();
       }
@@ -567,7 +572,7 @@
     }
 
     // The CodeMirror editor once Python has started, after the next paint and after any pending
-    // Run or Check (the page's hold, as MathJax waits for it), unless the student's focus built it already.
+    // Run or Check (the page's hold), unless the student's focus built it already.
     buildEditorWhenIdle() {
       if (this.editorScheduled) return;
       this.editorScheduled = true;
@@ -591,7 +596,7 @@
       this.buttons.check.setAttribute("aria-disabled", String(busy));
       this.buttons.stop.setAttribute("aria-disabled", String(!busy));
       this.root.dataset.busy = busy ? "true" : "false";
-      setHold({ busy }); // the page's MathJax waits for the result (preview.html.j2)
+      setHold({ busy }); // the editor's build waits for the result
     }
 
     // Output is capped in the worker; `always` is for the runner's own messages.
@@ -612,7 +617,7 @@
       const checks = this.config.checks;
       try {
         const payload = { code: this.code };
-        if (kind === "check") payload.checks = checks;
+        if (kind === "check") Object.assign(payload, { checks, given: this.config.given_checks || null });
         const steps = kind === "check" ? checks.length + 1 : 1;
         const result = await this.session.execute(kind, payload, (name, text) => this.appendOutput(name, text),
                                                   this.timeLimitS, steps);
@@ -663,9 +668,16 @@
       });
       const passed = result.results.filter((r) => r.passed).length;
       const total = result.results.length;
-      const summary = passed === total ? `全部 ${total} 组检查通过。` : `${total} 组检查中通过 ${passed} 组。`;
+      const given = result.given_error ? "但题目给出的检查被删除或改动，评分时一票否决。" : "";
+      const summary = (passed === total ? `全部 ${total} 组检查通过` : `${total} 组检查中通过 ${passed} 组`)
+        + (given ? `，${given}` : "。");
       const parts = [el("p", { class: "cr-summary", "data-passed": String(passed), "data-total": String(total),
                                text: summary })];
+      if (result.given_error) { // the rubric's veto (删除边界检查), named as `make check` names it
+        const title = (this.config.given_checks || {}).title || "题目给出的检查";
+        parts.push(el("div", { class: "cr-given-error" },
+          el("span", { text: `${title}：` }), el("pre", { class: "cr-message", text: result.given_error })));
+      }
       if (result.setup_error) {
         parts.push(el("div", { class: "cr-setup-error" },
           el("span", { text: "你的代码本身运行出错（各组检查仍照常进行）：" }),

@@ -1,4 +1,5 @@
-// No-Quarto preview behaviour: Mermaid diagrams, the sticky bar's height, and the site search box.
+// No-Quarto preview behaviour: Mermaid diagrams, the sticky bar's height, scrolling boxes as tab stops,
+// and the site search box.
 // Served by the site itself.
 //
 // Search (search.json from coursekit.preview.write_search_index: {sections, words}): the query and
@@ -51,6 +52,40 @@
     update();
     if (window.ResizeObserver) new ResizeObserver(update).observe(bar);
     window.addEventListener("resize", update);
+  }
+
+  // A box in the page that scrolls (a wide diagram, formula, code or table on a phone) is a tab stop while it scrolls,
+  // so the keyboard can reach and scroll it (axe-core rule scrollable-region-focusable). Checked at
+  // load, on resize, and when the page's content changes (formulas typeset, a diagram drawn).
+  function markScrollBoxes() {
+    document.querySelectorAll("main *").forEach(function (box) {
+      if (box.closest(".cr-widget")) return; // the runner's code editor is a tab stop of its own
+      var style = getComputedStyle(box);
+      var scrolls = (/auto|scroll/.test(style.overflowX) && box.scrollWidth > box.clientWidth + 1)
+        || (/auto|scroll/.test(style.overflowY) && box.scrollHeight > box.clientHeight + 1);
+      var was = box.dataset.courseScrollStop; // the tabindex it had before ("" for none)
+      if (scrolls && was === undefined && box.tabIndex < 0) {
+        box.dataset.courseScrollStop = box.getAttribute("tabindex") || "";
+        box.setAttribute("tabindex", "0");
+      } else if (!scrolls && was !== undefined) {
+        if (was) box.setAttribute("tabindex", was);
+        else box.removeAttribute("tabindex");
+        delete box.dataset.courseScrollStop;
+      }
+    });
+  }
+
+  function trackScrollBoxes() {
+    var pending = 0;
+    function later() {
+      clearTimeout(pending);
+      pending = setTimeout(markScrollBoxes, 200);
+    }
+    markScrollBoxes();
+    window.addEventListener("resize", later);
+    // formulas typeset as they come into view (MathJax's ui/lazy) and diagrams drawn change what scrolls
+    var main = document.querySelector("main");
+    if (main && window.MutationObserver) new MutationObserver(later).observe(main, { childList: true, subtree: true });
   }
 
   // ---- search
@@ -114,6 +149,23 @@
     return { words: words, hits: hits.slice(0, MAX_RESULTS) };
   }
 
+  // `text` normalised one character at a time, with the index in `text` each normalised character
+  // came from: a word found in the normalised text marks the same characters of `text`, even where
+  // normalising changes a length ("…" becomes "...").
+  function normalizedWithOrigin(text) {
+    var out = "";
+    var from = [];
+    for (var i = 0; i < text.length;) {
+      var ch = String.fromCodePoint(text.codePointAt(i));
+      var n = normalize(ch);
+      for (var k = 0; k < n.length; k++) from.push(i);
+      out += n;
+      i += ch.length;
+    }
+    from.push(text.length);
+    return { text: out, from: from };
+  }
+
   // A short piece of the section's text around the first word found, with every word marked.
   function snippet(section, words) {
     var text = section.entry.text;
@@ -123,15 +175,18 @@
       return i >= 0 && (best < 0 || i < best) ? i : best;
     }, -1);
     var start = Math.max(0, at - 24);
-    var piece = (start > 0 ? "…" : "") + text.slice(start, start + 90) + (start + 90 < text.length ? "…" : "");
+    var piece = text.slice(start, start + 90);
     var small = document.createElement("small");
-    var lowerPiece = normalize(piece);
+    var found = normalizedWithOrigin(piece);
     var marks = [];
     words.forEach(function (w) {
-      for (var i = lowerPiece.indexOf(w); i >= 0; i = lowerPiece.indexOf(w, i + w.length)) marks.push([i, i + w.length]);
+      for (var i = found.text.indexOf(w); i >= 0; i = found.text.indexOf(w, i + w.length)) {
+        marks.push([found.from[i], Math.max(found.from[i + w.length], found.from[i] + 1)]);
+      }
     });
     marks.sort(function (a, b) { return a[0] - b[0]; });
     var pos = 0;
+    if (start > 0) small.appendChild(document.createTextNode("…"));
     marks.forEach(function (m) {
       if (m[0] < pos) return;
       small.appendChild(document.createTextNode(piece.slice(pos, m[0])));
@@ -140,7 +195,7 @@
       small.appendChild(mark);
       pos = m[1];
     });
-    small.appendChild(document.createTextNode(piece.slice(pos)));
+    small.appendChild(document.createTextNode(piece.slice(pos) + (start + 90 < text.length ? "…" : "")));
     return small;
   }
 
@@ -233,5 +288,6 @@
 
   renderMermaid();
   trackStickyBar();
+  trackScrollBoxes();
   setUpSearch();
 })();

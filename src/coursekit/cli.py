@@ -22,7 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("coursekit.grading.records.export",
                "write the grades for an LMS gradebook import (Canvas, Moodle, CSV)"),
     "site": ("coursekit.site", "render the site with Quarto, or the no-Quarto preview"),
-    "lab": ("coursekit.lab", "start JupyterLab on localhost with the exercise notebook"),
+    "lab": ("coursekit.lab", "start JupyterLab on localhost from the student bundle"),
+    "bundle": ("coursekit.bundle", "write the student bundle (folder and zip) of one lesson"),
 }
 
 

@@ -6,6 +6,9 @@ The lesson source is Quarto markdown with a few course conventions (see README, 
   answer markers; `#| grade_id: name` is its nbgrader grade id, e.g. the function it asks for),
   `solution` (an empty placeholder the build fills with the reference code) or
   `test` (a grading cell: visible lines copied from the exercise cell, then hidden tests);
+- a test cell's visible part may start with a `### BEGIN SELF-CHECKS` / `### END SELF-CHECKS` block:
+  the course's own checks of the mistakes the hidden tests catch, on inputs of their own, with the
+  hidden tests' Chinese reasons; they run in the student's checks and in the grader (`SELF_CHECK_BLOCK`);
 - a test cell may carry `#| own_run: name name ...`: its points depend on the student's own run of
   the exercise cell (its hidden tests read these variables before the visible lines redefine them),
   so every student-side check (browser Check, `make check`) also requires each name to hold, after
@@ -44,6 +47,7 @@ _ATTR = re.compile(r'\.(?P<cls>[\w-]+)|(?P<key>[\w-]+)="(?P<val>[^"]*)"|#(?P<id>
 _ASSIGN = re.compile(r"^(?P<indent>\s*)(?P<lhs>[A-Za-z_][\w.\[\], ]*?)\s*=(?!=)")
 _RETURN = re.compile(r"^(?P<indent>\s*)return\b")
 _GRADE_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+SELF_CHECK_BLOCK = re.compile(r"^### BEGIN SELF-CHECKS$.*?^### END SELF-CHECKS$", re.M | re.S)
 
 
 class LessonError(CourseError):
@@ -479,11 +483,32 @@ def _check_test(lesson: Lesson, cell: Code) -> None:
         if not name.isidentifier() or not (_assigned(visible, name) and _assigned(lesson.exercise.body, name)):
             raise LessonError(lesson.path, cell.line, f"own_run name '{name}' must be a variable that both the "
                               "exercise cell and this test cell's visible lines assign")
-    for k, line in enumerate(visible.split("\n")):
+    author_lines = SELF_CHECK_BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), visible)
+    for k, line in enumerate(author_lines.split("\n")):
         if line.strip() and line.strip() not in exercise_lines:
             raise LessonError(lesson.path, cell.line + len(cell.options) + 1 + k,
                               "visible test line is not in the exercise cell; visible checks are the "
-                              "exercise's own asserts (put new checks between HIDDEN TESTS markers)")
+                              "exercise's own asserts (put new checks between HIDDEN TESTS markers, or "
+                              "the student's own checks between SELF-CHECKS markers)")
+
+
+def given_checks(code: str) -> list[str]:
+    """The checks a fill-in cell gives the student (stripped): its assert and raise lines, and each
+    `if` line whose next line raises (the guard). Removing or changing one is the rubric's veto
+    (删除边界检查): `coursekit grade` flags it, and every student-side check names it."""
+    lines = [line.strip() for line in code.split("\n") if line.strip()]
+    return [line for k, line in enumerate(lines) if line.startswith(("assert ", "raise "))
+            or (line.startswith("if ") and k + 1 < len(lines) and lines[k + 1].startswith("raise "))]
+
+
+def missing_given_checks(given: list[str], code: str) -> list[str]:
+    """The lines of `given` that no line of `code` still holds (whitespace inside a line ignored)."""
+    mine = {"".join(line.split()) for line in code.split("\n")}
+    return [line for line in given if "".join(line.split()) not in mine]
+
+
+GIVEN_CHECKS_TITLE = "题目给出的检查"
+GIVEN_CHECKS_VETO = "评分时删除或改动题目给出的断言、raise 或它前面的 if 判断是一票否决（删除边界检查）"
 
 
 def visible_test_code(body: str) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 
 import nbformat
+import yaml
 from bs4 import BeautifulSoup
 from nbconvert import HTMLExporter
 
@@ -153,9 +154,13 @@ def write_pages(build: Build) -> None:
 
 
 def write_home_page(build: Build) -> None:
-    """index.html from index.qmd: this branch's `when-profile` blocks kept, .qmd links -> .html."""
+    """index.html from index.qmd: this branch's `when-profile` blocks kept, .qmd links -> .html, and its
+    title as the page's <h1> (Quarto's title block gives the Quarto home page one)."""
     text = (build.root / INDEX_QMD).read_text(encoding="utf-8")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(home_markdown(text, build.branch.name))])
+    front = re.match(r"\A---\n(.*?)\n---\n", text, flags=re.S)
+    title = (yaml.safe_load(front[1]) or {}).get("title") if front else None
+    markdown = f"# {title or build.course.title}\n\n{home_markdown(text, build.branch.name)}"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(markdown)])
     nb.metadata["title"] = build.course.title
     write_html(build, HOME, nb, runner=None)
 

@@ -8,6 +8,8 @@ script tag names it in data-runner-config), which `write_config` builds from:
 - the lesson: the starter code (`lesson.blank_code`) and the check groups (`Lesson.visible_checks`:
   the visible part of each test cell, the very asserts the autograder's visible tests run, and its
   `own_run` names, the variables whose points depend on the student's own run);
+- the exercise's given checks (`coursekit.lesson.given_checks`): Check names each one the student's
+  code no longer holds, since the grader vetoes that;
 - the grader's student-id rule (`coursekit.grading.intake.ingest.STUDENT_ID`), so the page validates the
   id the download is named after exactly as `make grade` will;
 - the nbgrader release notebook, which the "download notebook" button hands back with the editor's
@@ -29,7 +31,7 @@ from pathlib import Path
 from coursekit.course_file import resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading.intake.ingest import STUDENT_ID
-from coursekit.lesson import Lesson, parse_lesson
+from coursekit.lesson import GIVEN_CHECKS_TITLE, GIVEN_CHECKS_VETO, Lesson, given_checks, parse_lesson
 
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "assets" / "runner"
 # Copied to <site>/assets/runner/; editor.js is the CodeMirror bundle (`make editor`, committed).
@@ -131,6 +133,8 @@ def build_config(lesson: Lesson, notebook: dict, branch: str, *, time_limit_s: f
         "branch": branch,
         "starter_code": lesson.blank_code,
         "checks": check_groups(lesson),
+        "given_checks": {"title": GIVEN_CHECKS_TITLE, "lines": given_checks(lesson.blank_code),
+                         "veto": GIVEN_CHECKS_VETO},
         "time_limit_s": time_limit_s,
         "student_id": {"pattern": STUDENT_ID.pattern, "rule": STUDENT_ID_RULE},
         "answer_grade_id": lesson.exercise_id,
@@ -159,7 +163,8 @@ def secret_snippets(lesson: Lesson) -> list[str]:
         secrets += [line.strip() for line in hidden.split("\n") if len(line.strip()) > 12]
     for div in lesson.reference_answers().values():
         secrets += [line.strip() for line in div.text_lines() if len(line.strip()) > 12][:1]
-    return [s for s in secrets if s not in public]
+    shown = "\n".join([lesson.blank_code, *(group["code"] for group in check_groups(lesson))])
+    return [s for s in secrets if s not in public and s not in shown]  # a reason the self-checks also give
 
 
 def find_leaks(config: dict, lesson: Lesson) -> list[str]:

@@ -186,7 +186,8 @@ NOTEBOOK_KINDS = {
     # need the student's own cell to reach and pass the seed's aggregation / GSPO asserts.
     "correct": (k_correct, (1.5, 1, 0.5), set()),
     "untouched": (k_untouched, (0, 0, 0), {"missing_answer"}),
-    "sample_variance": (k_sample_variance, (0, 0, 0), {"error"}),
+    # the boundary self-check names the sample variance before the G = 1 assert divides by zero
+    "sample_variance": (k_sample_variance, (0, 0, 0), set()),
     "std_eq_zero": (k_std_eq_zero, (1.5, 0, 0.5), set()),
     "hard_coded": (k_hard_coded, (0, 0, 0.5), set()),
     "deleted_asserts": (k_deleted_asserts, (1.5, 1, 0), {"deleted_asserts", "veto"}),

@@ -102,13 +102,35 @@ def test_blank_code_fails_every_check_and_says_the_aggregation_is_scored_on_the_
     assert "response_mean" in aggregation and "评分时此项 0 分" in aggregation
 
 
-def test_wrong_variance_fails_normal_inputs_and_the_own_run_it_never_reached(context, pages) -> None:
+def test_wrong_variance_fails_with_the_graders_chinese_reason_and_the_own_run_it_never_reached(context, pages):
+    """The self-checks (the test cells' SELF-CHECKS blocks) say why, in the hidden tests' words, not a
+    bare AssertionError of the given asserts."""
     widget = Widget(context.new_page(), pages["preview"])
     widget.type_code(SAMPLE_VARIANCE)
     results = widget.check()
-    assert statuses(results) == {"normal": "fail", "boundary": "pass", "aggregation": "fail"}
-    assert re.search(r"第 \d+ 行：assert .*\nAssertionError", results["normal"][1])
-    assert "3 组检查中通过 1 组" in widget.page.inner_text(".cr-summary")
+    assert statuses(results) == {"normal": "fail", "boundary": "fail", "aggregation": "fail"}
+    for check_id in ("normal", "boundary"):
+        assert re.search(r"第 \d+ 行：assert .*\nAssertionError: 方差要用总体方差（除以 G），不是样本方差（除以 G-1）",
+                         results[check_id][1]), results[check_id][1]
+    assert "3 组检查中通过 0 组" in widget.page.inner_text(".cr-summary")
+
+
+def test_std_equal_to_zero_fails_a_self_check_with_the_graders_reason(context, pages) -> None:
+    widget = Widget(context.new_page(), pages["preview"])
+    widget.type_code(CORRECT.replace("if std < eps:", "if std == 0:"))
+    results = widget.check()
+    assert statuses(results) == {"normal": "pass", "boundary": "fail", "aggregation": "pass"}
+    assert "浮点误差让 std 略大于 0，组没有归零：要用 std < eps 判断，而不是 std == 0" in results["boundary"][1]
+
+
+def test_a_rewritten_guard_is_named_as_the_rubrics_veto(context, pages) -> None:
+    widget = Widget(context.new_page(), pages["preview"])
+    widget.type_code(CORRECT.replace("if not rewards:", "if len(rewards) == 0:"))
+    results = widget.check()
+    assert [status for status, _ in results.values()] == ["pass"] * 3  # full automatic points ...
+    given = widget.page.inner_text(".cr-given-error")  # ... and the veto, named
+    assert "题目给出的检查" in given and "`if not rewards:` 被删除或改动" in given and "一票否决" in given
+    assert "一票否决" in widget.page.inner_text(".cr-summary")
 
 
 def test_changed_recipe_fails_the_own_run_check_with_the_values(context, pages) -> None:
@@ -402,6 +424,8 @@ def test_hints_are_the_pages_own_widget_with_one_state(context, pages) -> None:
         page.click("button[data-action=hint]")
         opened.append([d.get_attribute("data-level") for d in page.query_selector_all("details.course-hint[open]")])
     assert opened == [["1"], ["1", "2"], ["1", "2", "3"], ["1", "2", "3", "4"]]
+    # the status line says where the opened hint is: the page puts the hints under the code
+    assert page.inner_text(".cr-status") == "已打开提示 4：完整答案（在代码框下方）"
     level4 = page.locator("details.course-hint[data-level='4']").inner_text()
     assert "参考答案版" in level4 and all(line.strip() not in level4 for line in LESSON_11.answer_lines)
     page.locator("details.course-hint[data-level='3'] > summary").click()  # closing on the page counts too
@@ -567,46 +591,27 @@ def test_real_preview_page_checks_and_offers_answer_boxes(context, pages, reques
     assert requests.errors == []
 
 
-# The paragraph of the first formula MathJax has not typeset yet (ui/lazy's placeholder), marked for the test.
-MARK_UNTYPESET = """mark => {
-    const p = document.querySelector('mjx-lazy').closest('p, li, div');
-    p.dataset.test = mark;
-    return true;
+# TeX the page still shows as text: a `$...$` or `\\(...\\)` in any text node outside code.
+RAW_TEX = r"""() => {
+    const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
+    const raw = [];
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        if (n.parentElement.closest('pre, code, textarea, script, style, .cr-widget, .cm-editor')) continue;
+        if (/\$[^$\s][^$]*\$|\\\(|\\\[/.test(n.textContent)) raw.push(n.textContent.slice(0, 60));
+    }
+    return raw;
 }"""
-UNTYPESET = "mark => !!document.querySelector(`[data-test=${mark}] mjx-lazy`)"
+# Timers of 5 s or more never fire: a start that waits for one (as the old `MATHJAX_LATEST_MS` did) never comes.
+NO_LONG_TIMERS = """(() => {
+    const setTimeout0 = window.setTimeout;
+    window.setTimeout = (fn, ms, ...args) => ms >= 5000 ? 0 : setTimeout0(fn, ms, ...args);
+})();"""
 
 
-def test_formulas_seen_while_a_run_is_pending_are_typeset_after_its_result(context, pages) -> None:
-    """Lazy MathJax waits for the pending result (the CPU goes to Python), then typesets; the wait is
-    bounded, so math does not stay raw for long even if a job never ends."""
-    widget = Widget(context.new_page(), pages["real"])
-    page = widget.page
-    page.wait_for_function("() => window.MathJax && MathJax.startup.document && MathJax.startup.document.lazyList")
-    widget.type_code("import time\ntime.sleep(2)\n")
-    before = widget.completed()
-    page.click("button[data-action=run]")
-    page.wait_for_selector("html[data-course-runner-busy=true]")
-    page.evaluate(MARK_UNTYPESET, "pending")
-    page.evaluate("document.querySelector('[data-test=pending]').scrollIntoView({block: 'center'})")
-    page.wait_for_timeout(700)
-    assert page.evaluate(UNTYPESET, "pending") and widget.completed() == before, "typeset before the result"
-    widget.wait_completed(before)
-    page.evaluate("document.querySelector('[data-test=pending]').scrollIntoView({block: 'center'})")
-    page.wait_for_function(f"() => !({UNTYPESET})('pending')", timeout=10_000)
-
-    # The bound: a job that stays pending holds the next formula back only for a while.
-    page.evaluate("document.documentElement.dataset.courseRunnerBusy = 'true'")
-    page.evaluate(MARK_UNTYPESET, "held")
-    page.evaluate("document.querySelector('[data-test=held]').scrollIntoView({block: 'center'})")
-    page.wait_for_timeout(700)
-    assert page.evaluate(UNTYPESET, "held")
-    page.wait_for_function(f"() => !({UNTYPESET})('held')", timeout=10_000)
-    assert page.get_attribute("html", "data-course-runner-busy") == "true"
-
-
-def test_mathjax_waits_for_python_unless_the_reader_scrolls(context, pages) -> None:
-    """While Python starts (its wasm held back here) the preview's MathJax does not start: the CPU goes
-    to Python. A reader who scrolls gets the formulas anyway, while Python is still starting."""
+def test_mathjax_typesets_before_and_independent_of_python(context, pages) -> None:
+    """With Pyodide's wasm held back (Python never starts) and no long timer firing, MathJax still starts,
+    replaces every formula's raw TeX and typesets the formulas a reader scrolls to (issue 25; the
+    1 s target is measured in bench/bench_runner.py)."""
     held = []
 
     def hold(route: object) -> None:
@@ -614,22 +619,22 @@ def test_mathjax_waits_for_python_unless_the_reader_scrolls(context, pages) -> N
 
     context.route("**/pyodide.asm.wasm", hold)
     page = context.new_page()
+    page.add_init_script(NO_LONG_TIMERS)
     try:
         page.goto(pages["real"])
         page.wait_for_selector(".cr-widget")
-        page.wait_for_timeout(1500)  # > the scroll delay; < the latest start (8 s)
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.document"
+                               " && MathJax.startup.document.lazyList", timeout=30_000)
+        page.wait_for_function(f"() => ({RAW_TEX})().length === 0", timeout=30_000)
+        page.locator("mjx-lazy").first.scroll_into_view_if_needed()
+        page.wait_for_function("() => document.querySelectorAll('mjx-container mjx-math').length > 0", timeout=30_000)
         assert held, "the worker did not request pyodide.asm.wasm"
-        assert page.evaluate("document.documentElement.dataset.courseRunnerStarting") == "true"
-        assert page.evaluate("() => !window.MathJax.version"), "MathJax started while Python was starting"
-        page.mouse.wheel(0, 1500)
-        page.wait_for_function("() => !!document.querySelector('mjx-lazy, mjx-container')", timeout=15_000)
-        assert page.evaluate("document.documentElement.dataset.courseRunnerStarting") == "true"
+        assert page.get_attribute(".cr-widget", "data-state") == "loading", "Python started: the test held nothing"
     finally:
         for route in held:
             route.continue_()
         context.unroute("**/pyodide.asm.wasm", hold)
-    page.wait_for_selector(".cr-widget[data-state=ready]", timeout=60_000)
-    assert page.evaluate("document.documentElement.dataset.courseRunnerStarting") == "false"
+        page.close()
 
 
 # ---------------------------------------------------------------- start-up snapshot

@@ -8,8 +8,8 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,24 +18,20 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import ROOT, ensure_release
 
-from coursekit import lab
+from coursekit import bundle
 from coursekit.cli import main
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
+
+NOTEBOOK = "lesson11_grpo.ipynb"
 FILLS = {  # blank line as shown in the exercise -> the text that replaces its ______
     "var = ______": "sum((r - mean) ** 2 for r in rewards) / len(rewards)",
     "return ______": "[0.0] * len(rewards)",
 }
 DONE = "all checks passed"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_server(url: str, proc: subprocess.Popen, timeout_s: float = 90) -> None:
@@ -64,36 +60,48 @@ def printed_url(log: Path, port: int, proc: subprocess.Popen, timeout_s: float =
 
 
 @contextlib.contextmanager
-def running_lab(project: Path, notebook: Path) -> Iterator[str]:
-    """JupyterLab as `make lab` starts it for `notebook` (in `project`); yields the URL it prints."""
-    token, port = secrets.token_hex(16), free_port()
-    env = lab.lab_environment(project, dict(os.environ, JUPYTER_CONFIG_DIR=str(project / ".jupyter"),
-                                            JUPYTER_RUNTIME_DIR=str(project / ".runtime"), HOME=str(project)))
-    cmd = lab.lab_command(notebook, port, open_browser=False, token=token)
-    log = (project / "lab.log").open("w")
-    proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=log, stderr=subprocess.STDOUT)
+def running_lab(folder: Path) -> Iterator[str]:
+    """The bundle's lab.py in `folder` (a student bundle), as `make lab` runs it; yields the URL it prints."""
+    token = secrets.token_hex(16)
+    env = dict(os.environ, HOME=str(folder), JUPYTER_RUNTIME_DIR=str(folder / ".runtime"))
+    log_path = folder / "lab.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "lab.py", "--no-browser", "--token", token], cwd=folder, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
     try:
-        base = f"http://127.0.0.1:{port}"
-        wait_for_server(f"{base}/api/status?token={token}", proc)
-        yield printed_url(project / "lab.log", port, proc).replace("token=...", f"token={token}")
+        deadline = time.monotonic() + 90
+        while not (found := re.search(r"http://127\.0\.0\.1:(\d+)/", log_path.read_text(errors="replace"))):
+            assert time.monotonic() < deadline and proc.poll() is None, log_path.read_text(errors="replace")[-2000:]
+            time.sleep(0.5)
+        port = int(found[1])
+        wait_for_server(f"http://127.0.0.1:{port}/api/status?token={token}", proc)
+        yield printed_url(log_path, port, proc).replace("token=...", f"token={token}")
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
 
 
+def student_bundle(folder: Path, work_copy: Path | None = None) -> Path:
+    """The lesson's student bundle in `folder`; `work_copy` (if given) as the student's work/ copy."""
+    ensure_release(ROOT)
+    out = bundle.write_folder(ROOT, bundle.lesson_entry(ROOT, "lesson11"), folder)
+    if work_copy is not None:
+        (out / "work").mkdir()
+        shutil.copyfile(work_copy, out / "work" / NOTEBOOK)
+    return out
+
+
 @pytest.fixture
 def lab_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """JupyterLab over a temp project holding a work copy of the exercise notebook."""
-    (tmp_path / "exercises").mkdir()
-    exercise = lab.exercise_notebook(ROOT)
-    shutil.copyfile(ROOT / exercise, tmp_path / exercise)
-    notebook, created = lab.prepare_workspace(tmp_path, exercise)
-    assert created
-    nb = nbformat.read(notebook, as_version=4)  # the temp copy only: a last cell that reports success
+    """JupyterLab from a student bundle whose work copy reports success in a last cell."""
+    folder = student_bundle(tmp_path)
+    notebook = folder / "work" / NOTEBOOK
+    notebook.parent.mkdir()
+    nb = nbformat.read(folder / NOTEBOOK, as_version=4)  # the work copy only: a last cell that reports success
     nb.cells.append(nbformat.v4.new_code_cell(f'print("{DONE}")'))
     nbformat.write(nb, notebook)
-    with running_lab(tmp_path, notebook) as url:
+    with running_lab(folder) as url:
         yield url, notebook
 
 
@@ -119,8 +127,8 @@ def test_student_fills_the_blanks_runs_all_and_every_check_passes(lab_server, br
         editor = page.locator(".jp-CodeCell .cm-content").first.inner_text()
         for blank, text in FILLS.items():
             assert blank.replace("______", text) in editor, editor
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        page.locator(".lm-MenuBar-itemLabel", has_text="运行").first.click()  # the interface is in Chinese
+        page.locator(".lm-Menu-itemLabel", has_text="运行所有单元格").first.click()
         done = page.locator(".jp-OutputArea-output", has_text=DONE)
         done.wait_for(timeout=60_000)
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
@@ -136,19 +144,18 @@ def test_student_fills_the_blanks_runs_all_and_every_check_passes(lab_server, br
     assert "______" not in code and all(text in code for text in FILLS.values())
     lesson = str(ROOT / "lessons" / "lesson11_grpo.qmd")
     assert main(["check", str(notebook), "--lesson", lesson]) == 0, "make check disagrees with JupyterLab"
-    blanks = ROOT / lab.exercise_notebook(ROOT, lesson)
+    blanks = notebook.parent.parent / NOTEBOOK
     assert main(["check", str(blanks), "--lesson", lesson]) == 1, "make check passed the blanks"
 
 
 def test_solution_notebook_opens_cleanly_with_its_outputs(tmp_path, browser, screenshot) -> None:
-    """The solution branch in JupyterLab: markdown, hints and the diagram render; stored outputs show."""
-    (tmp_path / "solutions").mkdir()
-    notebook = tmp_path / "solutions" / "lesson11_grpo.ipynb"
-    shutil.copyfile(ROOT / "solutions" / "lesson11_grpo.ipynb", notebook)
+    """The solution branch in JupyterLab (as the work copy of a bundle): markdown, hints and the diagram
+    render; stored outputs show."""
+    folder = student_bundle(tmp_path, work_copy=ROOT / "solutions" / "lesson11_grpo.ipynb")
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
-        with running_lab(tmp_path, notebook) as url:
+        with running_lab(folder) as url:
             page.goto(url)
             page.locator(".jp-OutputArea-output", has_text="mean = 2.0").first.wait_for(timeout=60_000)
             page.locator("details.course-hint summary", has_text="提示 1").first.wait_for(timeout=30_000)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from coursekit import lab, preview, runner
+from coursekit import preview, runner
 from coursekit import site as site_cli
 from coursekit.cli import main
 from coursekit.course_file import load_course
@@ -197,41 +197,6 @@ def test_post_render_outside_quarto_is_a_one_line_error(
     assert capsys.readouterr().err.strip().splitlines() == [
         "error: --post-render: QUARTO_PROJECT_OUTPUT_DIR is not set; it is meant to be run by quarto render"
     ]
-
-
-def test_lab_workspace_copies_once_and_never_overwrites(tmp_path: Path) -> None:
-    (tmp_path / "exercises").mkdir()
-    source = tmp_path / EXERCISE
-    source.write_text("original", encoding="utf-8")
-    copy, created = lab.prepare_workspace(tmp_path, EXERCISE)
-    assert created and copy == tmp_path / "work" / "lesson11_grpo.ipynb"
-    copy.write_text("student work", encoding="utf-8")
-    again, created = lab.prepare_workspace(tmp_path, EXERCISE)
-    assert (again, created) == (copy, False)
-    assert copy.read_text(encoding="utf-8") == "student work"
-    assert source.read_text(encoding="utf-8") == "original"
-
-
-def test_lab_without_branches_names_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(CourseError, match=r"exercises/lesson11_grpo\.ipynb: missing; run `make branches` first"):
-        lab.prepare_workspace(tmp_path, lab.exercise_notebook(tmp_path))
-
-
-def test_lab_command_binds_localhost_serves_the_work_folder_and_opens_the_copy(tmp_path: Path) -> None:
-    cmd = lab.lab_command(tmp_path / "work" / "lesson11_grpo.ipynb", 8899, open_browser=False)
-    assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--no-browser" in cmd
-    assert f"--ServerApp.root_dir={tmp_path / 'work'}" in cmd
-    assert "--LabApp.default_url=/lab/tree/lesson11_grpo.ipynb" in cmd
-
-
-def test_lab_environment_switches_off_nbgrader_for_students(tmp_path: Path) -> None:
-    env = lab.lab_environment(tmp_path, {"JUPYTER_CONFIG_PATH": "/elsewhere"})
-    first, *rest = env["JUPYTER_CONFIG_PATH"].split(os.pathsep)
-    assert Path(first) == tmp_path / lab.LAB_CONFIG and rest == ["/elsewhere"]
-    server = json.loads((Path(first) / "jupyter_server_config.json").read_text(encoding="utf-8"))
-    assert set(server["ServerApp"]["jpserver_extensions"].values()) == {False}
-    page = json.loads((Path(first) / "labconfig" / "page_config.json").read_text(encoding="utf-8"))
-    assert page == {"disabledExtensions": {"@jupyter/nbgrader": True}}
 
 
 def test_post_render_gives_a_quarto_output_the_runner_files(

@@ -51,8 +51,10 @@ export function createEditor(parent, { doc, label, onChange, onRun, onCheck }) {
         syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
         python(), indentUnit.of("    "), EditorState.tabSize.of(4), EditorView.lineWrapping,
         keymap.of([...shortcuts, ...closeBracketsKeymap, ...defaultKeymap, ...historyKeymap, indentWithTab]),
+        // tabindex: the code is a tab stop axe-core sees (rule scrollable-region-focusable: the
+        // scroller around it scrolls, and a contenteditable alone does not count as focusable there)
         EditorView.contentAttributes.of({
-          "aria-label": label, autocapitalize: "off", autocorrect: "off", spellcheck: "false",
+          "aria-label": label, autocapitalize: "off", autocorrect: "off", spellcheck: "false", tabindex: "0",
         }),
         EditorView.updateListener.of((update) => {
           if (update.docChanged) onChange(update.state.doc.toString());

@@ -11,7 +11,7 @@ import re
 from nbformat.notebooknode import NotebookNode
 
 from coursekit.grading.course import Rubric
-from coursekit.lesson import BLANK
+from coursekit.lesson import BLANK, given_checks, missing_given_checks
 
 EDITED_LOCKED_CELL = "edited_locked_cell"
 DELETED_TEST_CELL = "deleted_test_cell"
@@ -56,10 +56,6 @@ def flag_name(text: str) -> str:
 
 def _grade_id(cell: NotebookNode) -> str | None:
     return cell.metadata.get("nbgrader", {}).get("grade_id")
-
-
-def _squash(line: str) -> str:
-    return "".join(line.split())
 
 
 def _student_code(nb: NotebookNode) -> list[NotebookNode]:
@@ -115,11 +111,8 @@ def deleted_asserts(nb: NotebookNode, release: NotebookNode, code_cell: str) -> 
     """The release fill-in's (grade id `code_cell`) checks that no student code cell still contains:
     its assert and raise lines, and each `if` line whose next line raises (the guard)."""
     ref = next(c for c in release.cells if _grade_id(c) == code_cell)
-    lines = [line.strip() for line in ref.source.split("\n") if line.strip()]
-    checks = [_squash(line) for k, line in enumerate(lines) if line.startswith(("assert ", "raise "))
-              or (line.startswith("if ") and k + 1 < len(lines) and lines[k + 1].startswith("raise "))]
-    mine = {_squash(line) for cell in _student_code(nb) for line in cell.source.split("\n")}
-    gone = [line for line in checks if line not in mine]
+    checks = given_checks(ref.source)
+    gone = missing_given_checks(checks, "\n".join(cell.source for cell in _student_code(nb)))
     return [flag(DELETED_ASSERTS, f"{len(gone)} of {len(checks)} given checks removed or changed")] if gone else []
 
 

@@ -25,10 +25,19 @@ from coursekit.course_file import load_course, resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading.intake.ingest import read_notebook
 from coursekit.grading.sandbox.executor import SandboxExecute
-from coursekit.lesson import BLANK, VisibleCheck, parse_lesson
+from coursekit.lesson import (
+    BLANK,
+    GIVEN_CHECKS_TITLE,
+    GIVEN_CHECKS_VETO,
+    VisibleCheck,
+    given_checks,
+    missing_given_checks,
+    parse_lesson,
+)
 
 MARK = "__coursekit_check__"
 OWN_RUN = "按你自己代码的运行结果计分"
+BARE_ASSERT = "（题目给出的断言不成立；为什么不成立，见下面各组检查的说明）"  # as the browser's Check says it
 # One kernel cell per student cell and per check. `own_run` names are read before the check's code
 # runs and compared with what it leaves; KeyboardInterrupt is the kernel's time-limit interrupt.
 HARNESS = '''import json as _ck_json, traceback as _ck_tb
@@ -83,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
     nb, problem = read_notebook(args.notebook)
     if problem:
         raise CourseError(f"{args.notebook}: {problem}; save the notebook from Jupyter and try again")
-    lesson = resolve_lesson(args.lesson or load_course().first.id)
-    report = check_notebook(nb, parse_lesson(lesson.source).visible_checks(), args.timeout)
-    print(f"检查 {args.notebook}（只运行可见检查；隐藏测试和问答题由老师评分）")
+    lesson = parse_lesson(resolve_lesson(args.lesson or load_course().first.id).source)
+    report = check_notebook(nb, lesson.visible_checks(), args.timeout, given_checks(lesson.blank_code))
+    print(f"检查 {args.notebook}（运行自查；评分时还会运行同类的隐藏检查，输入不同；问答题由老师评分）")
     print("\n".join(report.lines))
     return 0 if report.ok else 1
 
@@ -98,8 +107,10 @@ def student_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     return [c for c in nb.cells if c.cell_type == "code" and c.source.strip() and not is_test(c)]
 
 
-def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeout: int) -> Report:
-    """Run the student's cells then one harness cell per check; return the report."""
+def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeout: int,
+                   given: list[str] = ()) -> Report:
+    """Run the student's cells then one harness cell per check; return the report. `given`: the
+    exercise's given checks (`coursekit.lesson.given_checks`), each of which the student's cells must keep."""
     mine = student_cells(nb)
     run_nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
                                                                 "display_name": "Python 3"}})
@@ -122,9 +133,16 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
         result = _result(ran)
         if not result.get("ok"):
             report.ok = cells_ok = False
-            report.lines.append(f"  ✗ 你的第 {number} 个代码单元{_where(cell.source, result)}出错（{result['error']}）")
+            why = BARE_ASSERT if result["error"] == "AssertionError" else ""
+            where = _where(cell.source, result)
+            report.lines.append(f"  ✗ 你的第 {number} 个代码单元{where}出错（{result['error']}）{why}")
     if cells_ok and not blanks:
         report.lines.append(f"  ✓ 你的 {len(mine)} 个代码单元运行无误")
+    gone = missing_given_checks(list(given), "\n".join(c.source for c in mine))
+    if gone:
+        report.ok = False
+        report.lines.append(f"  ✗ {GIVEN_CHECKS_TITLE}：" + "、".join(f"`{line}`" for line in gone)
+                            + f" 被删除或改动；{GIVEN_CHECKS_VETO}")
     for check, ran in zip(checks, run_nb.cells[len(mine):], strict=True):
         result = _result(ran)
         head = f"{check.title}（{check.points} 分{'，' + OWN_RUN if check.own_run else ''}）"
