@@ -46,7 +46,8 @@ def open_page(page: object, url: str) -> None:
         }
         scrollTo(0, 0);
     }""")
-    page.wait_for_function("() => [...document.querySelectorAll('mjx-lazy')].every(e => !e.checkVisibility())")
+    page.wait_for_function("() => [...document.querySelectorAll('mjx-lazy')].every(e => !e.checkVisibility())",
+                           timeout=120_000)  # a loaded 2-core machine typesets a long page slowly
 
 
 @pytest.mark.parametrize(("branch", "target"), PAGES)

@@ -97,7 +97,7 @@ def sideways(page: object) -> dict:
 def test_inline_formulas_and_code_stay_in_a_phone_wide_quarto_page(browser, narrow_page) -> None:
     formulas, code = inline_spans()
     assert any("0.6667" in f for f in formulas) and any("D_{\\text{KL}}" in f for f in formulas), "the wide ones"
-    assert any(c.startswith("make check NOTEBOOK=") for c in code)
+    assert any(len(c) >= 40 for c in code), "a code span wider than a phone line's share"
     context = browser.new_context(viewport=PHONE)
     page = context.new_page()
     try:
