@@ -387,6 +387,8 @@ display({{"text/markdown": {' '.join(MARKDOWN_ATTACKS[:2] + TEX_ATTACKS[3:5])!r}
 """
     _after_code(solve(nb), code)
     _cells(nb, "q1")[0].source += "\n\n" + "\n\n".join(TEX_ATTACKS + MARKDOWN_ATTACKS)
+    _cells(nb, "q2")[0].source += ("\n\n<svg onload=\"window.__ck_pwned='svg-onload'\"></svg>\n\n"
+                                   "[md-js](javascript:void(window.__ck_pwned='md-js'))")  # the plain forms
     return nb
 
 
