@@ -355,26 +355,27 @@ display({{"image/svg+xml": svg}}, raw=True)
 # Student text that MathJax or the browser would turn into script (issue 23, class 1): TeX links with
 # schemes a browser reads as javascript: once it drops a tab or decodes an entity, macros spelled with
 # entities or split by a comment, \class \cssId \style \unicode \mmlToken \require \def, data: links,
-# Markdown links and SVG. Every live part sets window.__ck_pwned, and none says "javascript:" or "on...="
-# in plain text, which the old check caught.
+# Markdown links and SVG. Every live part sets window.__ck_pwned (inside void(): a javascript: URL whose
+# value is a string replaces the page, canary and all), and none says "javascript:" or "on...=" in plain
+# text, which the old check caught.
 TEX_ATTACKS = (
-    "$\\href{java\tscript:window.__ck_pwned='tex-tab'}{tex-tab}$",
-    "$\\href{java&#x09;script:window.__ck_pwned='tex-entity-tab'}{tex-entity-tab}$",
-    "$\\href{&#106;avascript&#58;window.__ck_pwned='tex-entity'}{tex-entity}$",
-    "$\\h&#114;ef{java\nscript:window.__ck_pwned='tex-name-entity'}{tex-name-entity}$",
-    "$&#92;href{java\tscript:window.__ck_pwned='tex-backslash-entity'}{tex-backslash-entity}$",
-    "\\(\\h<!-- -->ref{java\tscript:window.__ck_pwned='tex-comment'}{tex-comment}\\)",
-    "$\\mmlToken{mi}[href='java\tscript:window.__ck_pwned=1']{tex-mmltoken}$",
-    "$\\require{html}\\def\\ckx{\\href}\\ckx{java\tscript:window.__ck_pwned='tex-def'}{tex-def}$",
+    "$\\href{java\tscript:void(window.__ck_pwned='tex-tab')}{tex-tab}$",
+    "$\\href{java&#x09;script:void(window.__ck_pwned='tex-entity-tab')}{tex-entity-tab}$",
+    "$\\href{&#106;avascript&#58;void(window.__ck_pwned='tex-entity')}{tex-entity}$",
+    "$\\h&#114;ef{java\nscript:void(window.__ck_pwned='tex-name-entity')}{tex-name-entity}$",
+    "$&#92;href{java\tscript:void(window.__ck_pwned='tex-backslash-entity')}{tex-backslash-entity}$",
+    "\\(\\h<!-- -->ref{java\tscript:void(window.__ck_pwned='tex-comment')}{tex-comment}\\)",
+    "$\\mmlToken{mi}[href='java\tscript:void(window.__ck_pwned=1)']{tex-mmltoken}$",
+    "$\\require{html}\\def\\ckx{\\href}\\ckx{java\tscript:void(window.__ck_pwned='tex-def')}{tex-def}$",
     "$\\class{ck-evil}{x}\\cssId{ck-evil-id}{y}\\style{position:fixed;top:0;width:9999px;height:9999px}{z}$",
     "$\\unicode[ck-evil-font]{x41}$",
     "$$\\href{data:text/html,<b>ck</b>}{tex-data}$$",
 )
 MARKDOWN_ATTACKS = (
-    "[md-entity](java&#x09;script:window.__ck_pwned='md-entity')",
+    "[md-entity](java&#x09;script:void(window.__ck_pwned='md-entity'))",
     "[md-data](data:text/html;base64,PHNjcmlwdD5wYXJlbnQuX19ja19wd25lZD0xPC9zY3JpcHQ+)",
-    "<a href=\"java&#09;script:window.__ck_pwned='html-a'\">html-a</a>",
-    "<svg><animate attributeName=href values=\"java&#09;script:window.__ck_pwned='svg'\"/></svg>",
+    "<a href=\"java&#09;script:void(window.__ck_pwned='html-a')\">html-a</a>",
+    "<svg><animate attributeName=href values=\"java&#09;script:void(window.__ck_pwned='svg')\"/></svg>",
 )
 
 
@@ -386,6 +387,8 @@ display({{"text/markdown": {' '.join(MARKDOWN_ATTACKS[:2] + TEX_ATTACKS[3:5])!r}
 """
     _after_code(solve(nb), code)
     _cells(nb, "q1")[0].source += "\n\n" + "\n\n".join(TEX_ATTACKS + MARKDOWN_ATTACKS)
+    _cells(nb, "q2")[0].source += ("\n\n<svg onload=\"window.__ck_pwned='svg-onload'\"></svg>\n\n"
+                                   "[md-js](javascript:void(window.__ck_pwned='md-js'))")  # the plain forms
     return nb
 
 

@@ -375,8 +375,17 @@ def grades_of(course: Course, student_id: str) -> dict[str, tuple]:
         return {g.name: (g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade) for g in submission.grades}
 
 
-CLICK_LINK = ("i => { const a = document.querySelectorAll('#notebook-container a, mjx-container a')[i]; "
-              "if (a) a.click(); }")
+# A click on a link runs what a javascript: URL holds in the page itself; http(s) links only navigate (to
+# pages that run nothing of the student's), so those clicks are kept from leaving the page under test.
+CLICK_LINK = """([selector, i]) => {
+    const a = document.querySelectorAll(selector)[i];
+    if (!a) return;
+    const stay = e => { const href = e.target.closest('a') && e.target.closest('a').href;
+                        if (href && /^https?:/.test(String(href.baseVal || href))) e.preventDefault(); };
+    document.addEventListener('click', stay, {capture: true, once: true});
+    a.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true}));
+  }"""
+LINKS = "#notebook-container a, mjx-container a"
 TOUCH_ALL = """() => { for (const e of document.querySelectorAll('#notebook-container *')) {
     if (e.focus) e.focus();
     for (const kind of ['mouseover', 'mouseenter', 'mousemove', 'click']) {
@@ -410,16 +419,13 @@ def test_clicking_through_a_hostile_tex_submission_in_formgrader_runs_nothing_an
         return response
 
     try:
-        scripts = load().headers["content-security-policy"].split("script-src ")[1].split(";")[0].split()
-        assert scripts[0] == "'self'" and "'unsafe-inline'" not in scripts  # no inline script on this page
-        text = page.locator("#notebook-container").inner_text()
+        policy = load().headers.get("content-security-policy", "")
+        text = page.locator("body").inner_text()
         assert "tex-tab" in text and "tex-comment" in text  # the student's text is shown, inert
-        links = page.evaluate("() => document.querySelectorAll('#notebook-container a, mjx-container a').length")
-        for i in range(links):
-            page.evaluate(CLICK_LINK, i)
+        for i in range(page.evaluate("s => document.querySelectorAll(s).length", LINKS)):
+            page.evaluate(CLICK_LINK, [LINKS, i])
             page.wait_for_timeout(100)
-            if page.url.split("#")[0] != url:
-                load()
+            assert page.url.split("?")[0] == url.split("?")[0]  # formgrade.js sets ?index=
         page.evaluate(TOUCH_ALL)
         page.wait_for_timeout(500)
         assert page.evaluate("typeof window.__ck_pwned") == "undefined"
@@ -429,6 +435,8 @@ def test_clicking_through_a_hostile_tex_submission_in_formgrader_runs_nothing_an
     finally:
         page.close()
     assert grades_of(attacked.course, sid) == before
+    scripts = policy.split("script-src ")[1].split(";")[0].split()
+    assert scripts[0] == "'self'" and "'unsafe-inline'" not in scripts  # no inline script on this page
 
 
 @pytest.mark.browser
@@ -452,12 +460,64 @@ def test_mathjax_safe_setup_defuses_raw_hostile_tex(browser, serve_directory, tm
                                "document.querySelectorAll('mjx-container').length >= 5", timeout=60_000)
         page.evaluate("() => MathJax.startup.promise")
         for i in range(page.evaluate("() => document.querySelectorAll('mjx-container a').length")):
-            page.evaluate("i => document.querySelectorAll('mjx-container a')[i].click()", i)
+            page.evaluate(CLICK_LINK, ["mjx-container a", i])
         targets = [re.sub(r"[\x00-\x20]", "", u).lower() for u in page.evaluate(LINK_TARGETS)]
         assert targets == []  # \\mmlToken's href (java<TAB>script:) dropped; \\href is not defined at all
         assert page.evaluate("typeof window.__ck_pwned") == "undefined"
         assert page.evaluate("() => document.querySelectorAll('[class*=ck-evil], [id*=ck-evil]').length") == 0
         assert page.evaluate("() => [...document.querySelectorAll('mjx-container [style]')]"
                              ".filter(e => e.style.position === 'fixed').length") == 0
+    finally:
+        page.close()
+
+
+MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@"
+
+
+def test_the_feedback_pages_mathjax_is_the_pinned_npm_version():
+    """feedback/mathjax.html.j2 loads the MathJax package.json pins (the one the safe set-up was read for)."""
+    from coursekit.grading.formgrader import TEMPLATE_DIRS
+
+    template = (Path(TEMPLATE_DIRS[0]) / "feedback" / "mathjax.html.j2").read_text(encoding="utf-8")
+    pinned = json.loads(Path("package.json").read_text(encoding="utf-8"))["dependencies"]["mathjax"]
+    assert f"{MATHJAX_CDN}{pinned}/es5/tex-chtml.js" in template
+
+
+def test_clicking_through_the_tex_attackers_feedback_page_runs_nothing(attacked, browser, serve_directory, tmp_path):
+    """The feedback page of the TeX attacker, typeset (the CDN's MathJax served from node_modules, same
+    version): every link clicked, every element focused; nothing runs, no link leaves http(s)."""
+    shutil.copyfile(attacked.course.feedback_html(sid_of(attacked, "tex")), tmp_path / "feedback.html")
+    es5 = Path("node_modules/mathjax/es5").resolve()
+    page = browser.new_page()
+    page.on("popup", lambda popup: popup.close())
+
+    def local(route):
+        url = route.request.url
+        if url.startswith(MATHJAX_CDN):
+            route.fulfill(path=str(es5 / url.split("/es5/", 1)[1].split("?")[0]))
+        elif url.startswith("http://127.0.0.1:"):
+            route.continue_()
+        else:
+            route.abort()
+
+    page.route("**/*", local)
+    url = serve_directory(tmp_path) + "feedback.html"
+    try:
+        page.goto(url, wait_until="load")
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.document && "
+                               "document.querySelectorAll('mjx-container').length > 10", timeout=60_000)
+        page.evaluate("() => MathJax.startup.promise")
+        assert page.evaluate("() => MathJax.version") == json.loads(Path("package.json").read_text())[
+            "dependencies"]["mathjax"]
+        for i in range(page.evaluate("() => document.querySelectorAll('a').length")):
+            page.evaluate(CLICK_LINK, ["a", i])
+            page.wait_for_timeout(50)
+            assert page.url.split("#")[0] == url
+        page.evaluate(TOUCH_ALL.replace("#notebook-container *", "body *"))
+        page.wait_for_timeout(300)
+        assert page.evaluate("typeof window.__ck_pwned") == "undefined"
+        assert safe_urls([re.sub(r"[\x00-\x20]", "", u).lower() for u in page.evaluate(LINK_TARGETS)
+                          if not u.startswith(url)])
+        assert page.evaluate("() => document.querySelectorAll('[class*=ck-evil], [id*=ck-evil]').length") == 0
     finally:
         page.close()

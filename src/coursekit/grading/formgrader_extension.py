@@ -95,8 +95,12 @@ def student_flags(course: Course, student_id: str) -> list[dict[str, object]]:
 
 def page_flags(student_id: str, lesson: str) -> list[dict[str, object]]:
     """Jinja filter `coursekit_flags` (HTMLExporter.filters in nbgrader_config.py) for formgrader's
-    submission page, rendered in the server, whose folder is the course (`coursekit formgrader`)."""
-    return student_flags(Course.at(Path.cwd(), lesson), student_id)
+    submission page, rendered in the server, whose folder is the course (`coursekit formgrader`). The page
+    is shown whatever happens here: a failure becomes the one flag it shows."""
+    try:
+        return student_flags(Course.at(Path.cwd(), lesson), student_id)
+    except Exception as exc:  # grading by hand must go on
+        return [{"flag": f"flags unavailable: {type(exc).__name__}: {exc}"[:300], "veto": False}]
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:

@@ -104,7 +104,11 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     """Run every step; return the report rows."""
     if sandbox:
         check_sandbox(course)
-    ensure_released(course)
+    try:
+        ensure_released(course)
+    except KeyboardInterrupt:
+        course.release_notebook.unlink(missing_ok=True)  # half a release: the rerun releases again
+        raise Interrupted("during the automatic release, before any student was graded") from None
     config = Config(course.config)
     config.SandboxExecute.sandbox = sandbox
     if timeout is not None:
