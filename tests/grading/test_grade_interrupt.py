@@ -19,7 +19,7 @@ from coursekit.grading.course import Course
 # Ctrl-C arrives while nbgrader's generate_assignment runs (KeyboardInterrupt is what SIGINT raises in
 # Python's main thread); the rest is `coursekit grade` as `make grade` runs it.
 DRIVER = """import sys
-from coursekit.grading import release
+from coursekit.grading.intake import release
 
 def ctrl_c(*args, **kwargs):
     raise KeyboardInterrupt
