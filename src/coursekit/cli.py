@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("coursekit.grading.export", "write the grades for an LMS gradebook import (Canvas, Moodle, CSV)"),
     "site": ("coursekit.site", "render the site with Quarto, or the no-Quarto preview"),
     "lab": ("coursekit.lab", "start JupyterLab on localhost with the exercise notebook"),
+    "hub": ("coursekit.hub.command", "a class on JupyterHub on localhost (start, stop; grade, feedback)"),
 }
 
 
