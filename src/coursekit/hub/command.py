@@ -147,8 +147,9 @@ c.Exchange.root = "/srv/nbgrader/exchange"
 
 
 def _write_role_config(folder: Path, server: dict, lab_disabled: tuple[str, ...], nbgrader: str | None) -> None:
-    _write(folder / "jupyter_server_config.json",
-           json.dumps({"ServerApp": {"jpserver_extensions": server}}, indent=1) + "\n")
+    # a terminal's bash is not a login shell, so /etc/profile does not take the venv off PATH
+    app = {"jpserver_extensions": server, "terminado_settings": {"shell_command": ["/bin/bash"]}}
+    _write(folder / "jupyter_server_config.json", json.dumps({"ServerApp": app}, indent=1) + "\n")
     _write(folder / "labconfig" / "page_config.json",
            json.dumps({"disabledExtensions": dict.fromkeys(lab_disabled, True)}, indent=1) + "\n")
     if nbgrader:
@@ -245,7 +246,9 @@ def _course(layout: HubLayout):  # noqa: ANN202
     from coursekit.grading.course import Course
 
     root = layout.course if (layout.course / "nbgrader_config.py").is_file() else Path.cwd()
-    return Course.at(root)
+    course = Course.at(root)
+    os.chdir(ROOT)  # the report reads the lesson source by its course.yml path
+    return course
 
 
 def _copy_submission_files(course, into: str) -> None:  # noqa: ANN001
