@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
 from conftest import PASSWORDS, ClassHub
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 WAIT = 180_000  # ms: a server's first start and a grading run under load
 RIGHT = "var = sum((r - mean) ** 2 for r in rewards) / len(rewards)"
@@ -154,7 +153,8 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
     report = course / "reports" / "lesson11.csv"
     teacher.goto(f"{hub.base}/user/teacher/lab")
     terminal_command(teacher, "python -m coursekit hub grade > grade.log 2>&1")
-    wait_until(lambda: report.is_file() and report.read_text().count("\n") == 3, "the grading report", 300, course / "grade.log")
+    wait_until(lambda: report.is_file() and report.read_text().count("\n") == 3, "the grading report", 300,
+               course / "grade.log")
     rows = {line.split(",")[0]: line.split(",") for line in report.read_text().splitlines()[1:]}
     assert rows["alice"][4] == "3" and rows["bob"][4] == "0", rows  # auto_total: all checks vs none
     assert "unsandboxed" not in report.read_text()

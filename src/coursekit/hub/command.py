@@ -92,9 +92,9 @@ def prepare(layout: HubLayout, settings: HubSettings, port: int) -> dict:
         folder.mkdir(parents=True, exist_ok=True)
     shutil.copytree(ROOT / "autograder" / "source", layout.course / "source", dirs_exist_ok=True)
     kit_config = ROOT / "autograder" / "nbgrader_config.py"
-    _write(layout.course / "nbgrader_config.py", f'''"""The hub's course: the kit's nbgrader config ({kit_config}) with this folder as the
-course root and the hub's exchange (one inbound and one feedback folder per student). Written by
-`coursekit hub start`; edit autograder/nbgrader_config.py instead."""
+    _write(layout.course / "nbgrader_config.py", f'''"""The hub's course: the kit's nbgrader config
+({kit_config}) with this folder as the course root and the hub's exchange (one inbound and one
+feedback folder per student). Written by `coursekit hub start`; edit autograder/nbgrader_config.py instead."""
 
 KIT_CONFIG = {str(kit_config)!r}
 with open(KIT_CONFIG, encoding="utf-8") as kit:

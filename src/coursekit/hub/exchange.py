@@ -30,8 +30,8 @@ class CollectPerStudent(ExchangeCollect):
                 self.log.warning("skipping %s: not named for the student whose folder holds it", path)
                 continue
             records.append({"username": folder, "filename": f"{folder}/{name}", "timestamp": parse_utc(parts[2])})
-        latest = [max(group, key=lambda r: r["timestamp"]) for group in groupby(records, lambda r: r["username"]).values()]
-        self.src_records = latest
+        by_student = groupby(records, lambda r: r["username"]).values()
+        self.src_records = [max(group, key=lambda r: r["timestamp"]) for group in by_student]
 
 
 class ReleaseFeedbackPerStudent(ExchangeReleaseFeedback):
