@@ -1,8 +1,8 @@
 """The class hub for the hub tests: `coursekit hub start` on a free port with its own folder, a roster of
 two students and an instructor with known passwords, stopped with Ctrl-C (SIGINT) at the end.
 
-These tests run in `make test-hub` (and .ci/run), not in `make test`: pytest collects tests/hub only
-when it is named on the command line.
+The tests that start a hub run in `make test-hub` (and .ci/run), not in `make test`: pytest keeps them
+only when tests/hub is named on the command line.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from coursekit.hub.settings import HubLayout
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+HUB_TESTS = {"test_class_loop.py", "test_isolation.py", "test_stop.py"}
 PASSWORDS = {"teacher": "teach-pw-1", "alice": "alice-pw-2", "bob": "bob-pw-3"}
 COURSE_HUB = """
 hub:
@@ -35,10 +36,10 @@ hub:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep the hub tests out of a plain `pytest` (make test); run them when tests/hub is named."""
+    """Keep the tests that start a hub out of a plain `pytest` (make test); run them when tests/hub is named."""
     named = any(Path(arg.split("::")[0]).resolve().is_relative_to(HERE) for arg in config.args)
     if not named:
-        skipped = [item for item in items if Path(str(item.fspath)).is_relative_to(HERE)]
+        skipped = [item for item in items if Path(str(item.fspath)).name in HUB_TESTS]
         if skipped:
             config.hook.pytest_deselected(items=skipped)
             items[:] = [item for item in items if item not in skipped]

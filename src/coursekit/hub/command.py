@@ -102,7 +102,7 @@ with open(KIT_CONFIG, encoding="utf-8") as kit:
 c.Exchange.root = {str(layout.exchange)!r}  # noqa: F821
 c.ExchangeFactory.collect = "coursekit.hub.exchange.CollectPerStudent"  # noqa: F821
 c.ExchangeFactory.release_feedback = "coursekit.hub.exchange.ReleaseFeedbackPerStudent"  # noqa: F821
-c.CollectApp.check_owner = False  # noqa: F821 - students share no Unix account; the folder names the student
+c.ExchangeCollect.check_owner = False  # noqa: F821 - students have no Unix accounts; the folder names the student
 ''')
     uids = {name: UID_BASE + k for k, name in enumerate(settings.students, 1)}
     exchange = layout.exchange_course()
@@ -184,6 +184,12 @@ def start(layout: HubLayout, settings: HubSettings, port: int | None) -> int:
         stopping = True
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _wait_until_up(url, process, lambda: stopping)
+    except CourseError:
+        shutdown(layout, process)
+        log.close()
+        raise
     print(f"JupyterHub for {len(settings.students)} students and instructor {settings.instructor}: {url}\n"
           f"passwords: {layout.passwords_csv} (give each student theirs); log: {layout.runtime / 'jupyterhub.log'}\n"
           f"Ctrl-C stops it (or `make hub-stop`)", flush=True)
@@ -197,6 +203,23 @@ def start(layout: HubLayout, settings: HubSettings, port: int | None) -> int:
         log.close()
     code = process.returncode
     return 0 if stopping else (code or 1)
+
+
+def _wait_until_up(url: str, process: subprocess.Popen, stopping, timeout: float = 180) -> None:  # noqa: ANN001
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while not stopping() and time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise CourseError(f"JupyterHub exited with status {process.returncode}; see its log in build/hub/runtime")
+        try:
+            if requests.get(f"{url}hub/api/", timeout=5).status_code == 200:
+                return
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.3)
+    if not stopping():
+        raise CourseError(f"JupyterHub did not answer on {url} within {timeout:.0f} s; see build/hub/runtime")
 
 
 def shutdown(layout: HubLayout, process: subprocess.Popen | None) -> None:
