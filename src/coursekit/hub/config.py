@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 from coursekit.hub.settings import HubLayout
@@ -46,4 +44,3 @@ def configure(c, state_dir: str) -> None:  # noqa: ANN001 - traitlets' config ob
     c.Spawner.http_timeout = 180
     c.Spawner.env_keep = ["LANG", "LC_ALL"]
     c.Spawner.environment = {"PYTHONDONTWRITEBYTECODE": "1"}
-    os.environ.setdefault("PATH", os.path.dirname(sys.executable))

@@ -61,14 +61,6 @@ class ServerLimits:
         wanted = max(1, min(len(cores), math.ceil(self.cpu)))
         os.sched_setaffinity(0, {cores[(slot * wanted + k) % len(cores)] for k in range(wanted)})
 
-    def pids(self) -> set[int]:
-        found: set[int] = set()
-        for folder in self.folders() if self.cgroup else []:
-            with_procs = folder / "cgroup.procs"
-            if with_procs.exists():
-                found |= {int(p) for p in with_procs.read_text().split()}
-        return found
-
 
 def group_pids(parent: str) -> set[int]:
     """Every process in any server group of the hub group `parent`."""

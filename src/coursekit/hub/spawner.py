@@ -94,7 +94,7 @@ class ClassSpawner(LocalProcessSpawner):
         limits = self.server_limits()
         limits.create()
         self.cpu_limit, self.mem_limit = limits.cpu, limits.memory
-        singleuser = [os.path.join(os.path.dirname(sys.executable), "jupyterhub-singleuser"), "--debug"]
+        singleuser = [os.path.join(os.path.dirname(sys.executable), "jupyterhub-singleuser")]
         if self.is_instructor:
             root = self.layout.course
             self.cmd = singleuser + [f"--ServerApp.root_dir={root}"]
