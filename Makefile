@@ -10,7 +10,7 @@ LESSON_ARG := $(if $(LESSON),--lesson $(LESSON))
 # SYSTEM_FLAGS=--check: only look for the system packages, install nothing
 
 .PHONY: all setup system-setup system-figures system-test branches figures editor release grade check report \
-        formgrader export demo site lab student-bundle test lint bench clean
+        formgrader export demo site lab student-bundle test lint bench clean hub hub-stop test-hub
 
 all: branches figures release site
 
@@ -96,3 +96,13 @@ clean:
 	rm -rf build _site _site-solution autograder/release autograder/submitted autograder/autograded \
 	       autograder/feedback autograder/reports autograder/gradebook.db \
 	       autograder/.ingest autograder/exchange build/release
+
+# ---- a class on JupyterHub (docs/hub.md): Ctrl-C stops it; `make hub-stop` if it runs in the background
+hub: $(STAMP)
+	$(CK) hub start
+
+hub-stop: $(STAMP)
+	$(CK) hub stop
+
+test-hub: system-test
+	$(PY) -m pytest -q tests/hub

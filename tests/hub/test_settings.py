@@ -1,0 +1,50 @@
+"""course.yml's `hub:` section: a bad one stops `coursekit hub start` with one line naming the file and the
+problem, before anything starts; passwords are kept across starts and stored hashed. (No hub starts here,
+so these run in `make test`.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coursekit.cli import main
+from coursekit.hub.settings import check_password, ensure_accounts, load_hub_settings, parse_size
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = (ROOT / "course.yml").read_text(encoding="utf-8").split("\nhub:")[0]
+
+
+@pytest.mark.parametrize(("hub", "problem"), [
+    ("", "hub: missing"),
+    ("\nhub:\n  instructor: teacher\n  students: []\n", "'students' must be a non-empty list"),
+    ("\nhub:\n  instructor: teacher\n  students: [Alice Smith]\n", "user name 'Alice Smith'"),
+    ("\nhub:\n  instructor: alice\n  students: [alice]\n", "listed twice"),
+    ("\nhub:\n  instructor: t\n  students: [a]\n  resources: {student: {memory: lots}}\n", "memory must be like"),
+    ("\nhub:\n  instructor: t\n  students: [a]\n  resources: {student: {cpu: 0}}\n", "cpu must be a positive"),
+    ("\nhub:\n  instructor: t\n  students: [a]\n  roster: x\n", "unknown key 'roster'"),
+])
+def test_a_bad_hub_section_is_one_line_naming_the_file(tmp_path: Path, capsys, hub: str, problem: str) -> None:
+    course = tmp_path / "course.yml"
+    course.write_text(BASE + hub, encoding="utf-8")
+    assert main(["hub", "start", "--state", str(tmp_path / "hub"), "--course-file", str(course)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(course) in err and problem in err, err
+    assert not (tmp_path / "hub").exists()
+
+
+def test_the_project_course_file_has_a_class() -> None:
+    settings = load_hub_settings(ROOT / "course.yml")
+    assert settings.instructor not in settings.students and settings.students
+    assert settings.student.memory == parse_size("x", "1G") == 1 << 30
+
+
+def test_passwords_are_kept_and_stored_hashed(tmp_path: Path) -> None:
+    csv_file, accounts = tmp_path / "passwords.csv", tmp_path / "accounts.json"
+    first = ensure_accounts(("teacher", "alice"), csv_file, accounts)
+    again = ensure_accounts(("teacher", "alice", "bob"), csv_file, accounts)
+    assert again["alice"] == first["alice"] and again["bob"] and csv_file.stat().st_mode & 0o077 == 0
+    hashes = json.loads(accounts.read_text())
+    assert first["alice"] not in accounts.read_text()
+    assert check_password(first["alice"], hashes["alice"]) and not check_password("guess", hashes["alice"])
