@@ -364,7 +364,7 @@ ATTACKS = {
     "settrace": (a_settrace, (0, 0, 0.5), {"suspicious_code": "settrace"}),
     "builtins": (a_builtins, (0, 0, 0.5), {"suspicious_code": "builtins.abs"}),
     "math": (a_math, (0, 0, 0.5), {"suspicious_code": "math.sqrt"}),
-    "always_equal": (a_always_equal, (0, 0, 0), {"suspicious_code": "AlwaysEqual"}),
+    "always_equal": (a_always_equal, (0, 0, 0), {"suspicious_code": "returned its own list subclass"}),
     "frames": (a_frames, (0, 0, 0.5), {"suspicious_code": "frames"}),
     "hook_spy": (a_hook_spy, (1.5, 1, 0.5), {"suspicious_code": "events.pre_run_cell"}),
     "network": (a_network, (1.5, 1, 0.5), {"sandbox_violation": "network: 127.0.0.1"}),

@@ -129,16 +129,20 @@ def test_the_zygote_joins_only_the_sandbox_it_is_named(tmp_path):
     zygote = sandbox.KernelZygote()
     socket_dir = tmp_path / "s"
     socket_dir.mkdir()
-    bwrap = sandbox.subprocess.Popen(sandbox.bwrap_command(Limits(), str(socket_dir), sandbox.sandbox_uid())
-                                     + sandbox.REAPER_COMMAND)
+    observed = tmp_path / "observed"
+    observed.touch()
+    filter_fd = sandbox.seccomp_fd()
+    bwrap = sandbox.subprocess.Popen(sandbox.bwrap_command(Limits(), str(socket_dir), sandbox.sandbox_uid(), filter_fd)
+                                     + sandbox.REAPER_COMMAND, pass_fds=(filter_fd,))
+    sandbox.os.close(filter_fd)
     try:
         init = sandbox.sandbox_init(bwrap)
         config = sandbox.kernel_config(Limits(), True, None, probe=True)
         with pytest.raises(RuntimeError, match="is not the init of sandbox"):
-            zygote.start_kernel(bwrap.pid, sandbox.pid_namespace(init), config, [])  # bwrap itself, outside
+            zygote.start_kernel(bwrap.pid, sandbox.pid_namespace(init), config, [], str(observed))  # bwrap, outside
         with pytest.raises(RuntimeError, match="is not the init of sandbox"):
-            zygote.start_kernel(init, sandbox.pid_namespace(bwrap.pid), config, [])  # the grader's namespace
-        zygote.start_kernel(init, sandbox.pid_namespace(init), config, [])  # the probe: it then ends the sandbox
+            zygote.start_kernel(init, sandbox.pid_namespace(bwrap.pid), config, [], str(observed))  # the grader's
+        zygote.start_kernel(init, sandbox.pid_namespace(init), config, [], str(observed))  # the probe: it then ends
         assert bwrap.wait(timeout=30) != 0  # its init was killed once the kernel had ended
     finally:
         bwrap.kill()
@@ -213,7 +217,7 @@ def test_a_python_environment_under_tmp_is_bound_over_the_private_tmp(monkeypatc
     """The private /tmp is mounted first: a venv under /tmp (a checkout there) stays visible to the kernel."""
     venv = "/tmp/checkout/.venv"
     monkeypatch.setattr(sandbox, "python_paths", lambda: [venv, "/usr/lib"])
-    args = sandbox.bwrap_command(Limits(), "/tmp/sockets", uid=None)
+    args = sandbox.bwrap_command(Limits(), "/tmp/sockets", uid=None, filter_fd=3)
     tmpfs = args.index("--tmpfs", 0)
     assert args[tmpfs + 1] == "/tmp"
     assert tmpfs < args.index(venv), "a bind under /tmp made before the tmpfs would be hidden by it"
