@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from attack_kinds import ATTACKS, HONEST, MARKER, SECRET_NAME, Target, write_attack_class
+from attack_kinds import ATTACKS, HIDDEN_GROUP, HONEST, MARKER, SECRET_NAME, Target, write_attack_class
 from bs4 import BeautifulSoup
 from conftest import make_course
 from nbgrader.api import Gradebook
@@ -213,6 +213,20 @@ def test_no_hidden_test_code_and_no_grader_secret_reaches_any_student_page(attac
         assert [line for line in hidden if line in text] == [], sid
         assert attacked.secret not in text, sid
         assert "0.2, 0.9, 0.4, 0.4, 1.0" not in text, sid  # a hidden input, never quoted by default
+
+
+def test_no_hidden_input_reaches_a_record(attacked):
+    """The leak_* attacks spell a hidden input (HIDDEN_GROUP) in a file name, a program, an address or a
+    class name while the hidden checks call them: no flag, report or export carries it."""
+    records = [attacked.course.report_csv, attacked.course.root / "reports" / "lesson11.html",
+               attacked.course.root / "reports" / "lesson11_mistakes.csv"]
+    spelled = (HIDDEN_GROUP, HIDDEN_GROUP.replace("_", "-"), "0.2, 0.9, 0.4, 0.4, 1.0")
+    for path in records:
+        text = path.read_text(encoding="utf-8")
+        assert [s for s in spelled if s in text] == [], path
+    for kind in ATTACKS:
+        if kind.startswith("leak_"):
+            assert all(len(f) < 400 for f in attacked.rows[sid_of(attacked, kind)]["flags"].split(";"))
 
 
 def test_a_cell_dressed_as_a_test_cell_never_runs_in_the_grader(attacked):

@@ -101,15 +101,15 @@ def read_reply(text: str) -> Any:
 
 
 def _dict_of(pairs: list) -> dict | Opaque:
-    """The pairs as a dict, unless their keys cannot be hashed or too many share a hash (a dict of
-    keys with one hash is built in quadratic time)."""
+    """The pairs as a dict, unless their keys cannot be hashed (Opaque) or too many share a hash
+    (OverBudget: a dict of keys with one hash is built in quadratic time)."""
     seen: dict[int, int] = {}
     try:
         for key, _ in pairs:
             h = hash(key)
             seen[h] = seen.get(h, 0) + 1
             if seen[h] > MAX_SAME_HASH:
-                return Opaque("dict with colliding keys")
+                raise OverBudget(f"reply dict keys colliding over {MAX_SAME_HASH} per hash")
     except TypeError:
         return Opaque("dict")
     return {k: v for k, v in pairs}

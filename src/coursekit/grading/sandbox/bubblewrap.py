@@ -362,6 +362,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self._own_zygote: KernelZygote | None = None
         self._kernel_request: tuple[dict, list[str]] | None = None
         self._init: int | None = None
+        self._cpu_seen = 0.0
         self.shutdown_wait_time = 2.0  # half of it, then SIGTERM; the other half, then SIGKILL
         self._spec = KernelSpec(argv=[], display_name="Python 3 (coursekit sandbox)", language="python",
                                 interrupt_mode="message", env={}, metadata={})
@@ -437,6 +438,17 @@ class SandboxKernelManager(AsyncKernelManager):
         client.context.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY)
         return client
 
+    def kernel_running(self) -> bool:
+        """Whether the kernel process (PID 2 of the sandbox; without one, the launched process) still runs."""
+        if self._init is None:
+            process = getattr(self.provisioner, "process", None)
+            return process is not None and process.poll() is None
+        try:
+            with open(f"/proc/{self._init}/root/proc/2/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except (OSError, IndexError):
+            return False
+
     def cpu_seconds(self) -> float | None:
         """CPU seconds used so far by every process of the sandbox, living or ended (None: no sandbox).
         Read from the sandbox's own /proc, through its init: utime + stime of the living, and the
@@ -448,8 +460,8 @@ class SandboxKernelManager(AsyncKernelManager):
         ticks = 0
         try:
             entries = [e for e in os.listdir(proc) if e.isdigit()]
-        except OSError:
-            return None
+        except OSError:  # the sandbox has ended: what it had used last
+            return self._cpu_seen
         for entry in entries:
             try:
                 with open(f"{proc}/{entry}/stat", "rb") as f:
@@ -457,7 +469,8 @@ class SandboxKernelManager(AsyncKernelManager):
             except (OSError, IndexError):
                 continue
             ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
-        return ticks / CLOCK_TICKS
+        self._cpu_seen = max(self._cpu_seen, ticks / CLOCK_TICKS)
+        return self._cpu_seen
 
     def remove_socket_dir(self) -> None:
         """The end of the sandbox: its folder, and the hold on its PID namespace. That hold keeps the

@@ -156,11 +156,17 @@ class SandboxExecute(Execute):
                 started = len(manager.sandbox_processes())
                 self._cpu_start = self._cpu()
                 self._wall_end = time.monotonic() + self.notebook_timeout * WALL_FACTOR
-                for index, cell in enumerate(self.nb.cells):
+                # A replay judges right after the last test cell (a later cell may end the kernel), then
+                # runs the rest: what those cells do is recorded too, by kind only, and their outputs dropped.
+                tests = [k for k, c in enumerate(self.nb.cells) if self._test_of(c) is not None]
+                judge_after = max(tests) if self.replay and tests else len(self.nb.cells) - 1
+                for index, cell in enumerate(self.nb.cells[: judge_after + 1]):
                     self.preprocess_cell(cell, resources, index)
                 self.findings = self.record_run(manager, started)  # before any hidden input reaches the kernel
                 observed_until = os.path.getsize(manager.observed) if os.path.exists(manager.observed) else 0
                 self.judge_tests(resources)
+                for index, cell in enumerate(self.nb.cells[judge_after + 1:], start=judge_after + 1):
+                    self.preprocess_cell(cell, resources, index)
                 self.record_judging(manager, observed_until)
             finally:
                 self._links.close()
@@ -202,7 +208,7 @@ class SandboxExecute(Execute):
         start, interrupted = self._cpu(), None
         while True:
             await asyncio.sleep(POLL)
-            if self._links.broken():
+            if await self._over_cap():
                 self._over(f"kernel message bytes over {trusted.MAX_REPLY >> 20} MB")
                 await ensure_async(self.km.shutdown_kernel(now=True))
                 return
@@ -213,6 +219,17 @@ class SandboxExecute(Execute):
             elif interrupted is not None and used > interrupted + self.timeout:
                 await ensure_async(self.km.shutdown_kernel(now=True))  # it ignores interrupts
                 return
+
+    async def _over_cap(self) -> bool:
+        """A connection ended while the kernel runs on: libzmq dropped a message over the byte cap. (A
+        kernel that exits ends its connections too: it is a zombie within moments, never after a second.)"""
+        if not self._links.broken():
+            return False
+        for _ in range(20):
+            if not self.km.kernel_running():
+                return False
+            await asyncio.sleep(POLL)
+        return True
 
     def _over(self, budget: str) -> trusted.OverBudget:
         """Record that a budget was exceeded (flag over_budget) and return the abort that says so."""
@@ -233,6 +250,12 @@ class SandboxExecute(Execute):
 
     # ---- the notebook's cells, in the kernel
 
+    def _test_of(self, cell: NotebookNode) -> str | None:
+        """The trusted source of a test cell, None for any other cell."""
+        if cell.cell_type != "code":
+            return None
+        return self._tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.source.strip():
             return cell, resources
@@ -242,7 +265,7 @@ class SandboxExecute(Execute):
         if self._stopped is not None:
             cell.outputs.append(error_output(*self._stopped))
             return cell, resources
-        test = self._tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+        test = self._test_of(cell)
         try:
             if test is None:
                 super().preprocess_cell(cell, resources, index)
@@ -295,13 +318,15 @@ class SandboxExecute(Execute):
                 failure = trusted.run_test_cell(self._tests[grade_id], grade_id, snapshot, self, options)
                 if failure is not None and failure.ename == KERNEL_DIED and not self.replay:
                     return self.judge_in_replay(resources)  # it died after its test cells ran, or while judged
+                if failure is not None and failure.ename == trusted.OverBudget.ename:
+                    self._over(failure.evalue.rsplit("超出评分预算：", 1)[-1])  # e.g. raised by the decoding
             if failure is not None:
                 cell.outputs.append(error_output(failure.ename, failure.evalue))
 
     def judge_in_replay(self, resources) -> None:
         """The kernel died after the test cells (`exit()` in a later cell) or while they were judged: run
-        the whole notebook again in a fresh sandbox and take that run's verdicts; its records are
-        added to this run's (see record_run), none replaces another."""
+        the whole notebook again in a fresh sandbox, judged after its last test cell, and take that
+        run's verdicts; its records are added to this run's (see record_run), none replaces another."""
         positions = [next(k for k, c in enumerate(self.nb.cells) if c is cell) for cell, _ in self._pending]
         again = nbformat.from_dict(copy.deepcopy(self.nb))
         for cell in again.cells:
@@ -347,7 +372,7 @@ class SandboxExecute(Execute):
             try:
                 msg = await self.kc.shell_channel.get_msg(timeout=POLL)
             except queue.Empty:
-                if self._links.broken():
+                if await self._over_cap():
                     await ensure_async(self.km.shutdown_kernel(now=True))
                     self._stopped = (trusted.OverBudget.ename, "not run: over the grader's budget")
                     raise self._over(f"kernel message bytes over {trusted.MAX_REPLY >> 20} MB") from None
