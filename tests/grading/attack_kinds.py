@@ -517,7 +517,8 @@ SPELLED = '"_".join(map(repr, rewards))'
 
 ATTACKS.update({
     # the judge resolves no name through the student (class 2)
-    "shadow_zip": (_shadowing("zip", "def zip(*args):\n    return iter(())"), (0, 0, 0.5), {}),
+    "shadow_zip": (_shadowing("zip", "def zip(*args):\n    return []"), (0, 0, 0.5), {}),
+    "shadow_zip_pairs": (_shadowing("zip_pairs", "def zip(*args):\n    return [(0.0, 0.0)]"), (0, 0, 0.5), {}),
     "shadow_abs": (_shadowing("abs", "def abs(x):\n    return 0.0"), (0, 0, 0.5), {}),
     "shadow_all": (_shadowing("all", "def all(xs):\n    return True"), (0, 0, 0.5), {}),
     "shadow_max": (_shadowing("max", "def max(*args, **kwargs):\n    return float('inf')"), (0, 0, 0.5), {}),
@@ -534,7 +535,8 @@ ATTACKS.update({
     "budget_depth": (_reply("Raw([__import__('functools').reduce(lambda x, _: [x], range(100), 0.0)])"), (0, 0, 0.5),
                      {"over_budget": "reply depth"}),
     "budget_bytes": (_reply("Raw(['x' * 20_000_000])"), (0, 0, 0.5), {"over_budget": "kernel message bytes"}),
-    "budget_judge_cpu": (_reply("Raw([0.5] * 200_000)"), (0, 0, 0.5), {"over_budget": "grader CPU"}),
+    "budget_judge_cpu": (_reply("Raw([0] * 240_000)"), (0, 0, 0.5), {"over_budget": "grader CPU"}),
+    "budget_judge_memory": (_reply("Raw([0.5] * 200_000)"), (0, 0, 0.5), {"over_budget": "grader memory"}),
     "budget_print_flood": (a_print_flood, (1.5, 1, 0.5), {"over_budget": "kernel message bytes"}),
     # flags from what the trusted side observes: the in-kernel hook switched off first (class 4)
     "hook_off_read": (_hook_off(READ_GRADEBOOK), (1.5, 1, 0.5), {"sandbox_violation": "file: "}),

@@ -215,18 +215,23 @@ def test_no_hidden_test_code_and_no_grader_secret_reaches_any_student_page(attac
         assert "0.2, 0.9, 0.4, 0.4, 1.0" not in text, sid  # a hidden input, never quoted by default
 
 
-def test_no_hidden_input_reaches_a_record(attacked):
+SPELLED = (HIDDEN_GROUP, HIDDEN_GROUP.replace("_", "-"), "0.2, 0.9, 0.4, 0.4, 1.0")
+
+
+@pytest.mark.parametrize("kind", [kind for kind in ATTACKS if kind.startswith("leak_")])
+def test_no_hidden_input_reaches_a_record(attacked, kind):
     """The leak_* attacks spell a hidden input (HIDDEN_GROUP) in a file name, a program, an address or a
-    class name while the hidden checks call them: no flag, report or export carries it."""
-    records = [attacked.course.report_csv, attacked.course.root / "reports" / "lesson11.html",
-               attacked.course.root / "reports" / "lesson11_mistakes.csv"]
-    spelled = (HIDDEN_GROUP, HIDDEN_GROUP.replace("_", "-"), "0.2, 0.9, 0.4, 0.4, 1.0")
-    for path in records:
+    class name while the hidden checks call them: their row (flags) never carries it, nor anything long."""
+    row = ",".join(attacked.rows[sid_of(attacked, kind)].values())
+    assert [s for s in SPELLED if s in row] == []
+    assert all(len(f) < 400 for f in attacked.rows[sid_of(attacked, kind)]["flags"].split(";"))
+
+
+def test_no_hidden_input_reaches_the_reports(attacked):
+    for path in (attacked.course.report_csv, attacked.course.root / "reports" / "lesson11.html",
+                 attacked.course.root / "reports" / "lesson11_mistakes.csv"):
         text = path.read_text(encoding="utf-8")
-        assert [s for s in spelled if s in text] == [], path
-    for kind in ATTACKS:
-        if kind.startswith("leak_"):
-            assert all(len(f) < 400 for f in attacked.rows[sid_of(attacked, kind)]["flags"].split(";"))
+        assert [s for s in SPELLED if s in text] == [], path
 
 
 def test_a_cell_dressed_as_a_test_cell_never_runs_in_the_grader(attacked):

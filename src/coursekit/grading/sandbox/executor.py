@@ -96,9 +96,9 @@ class SandboxExecute(Execute):
     file_size_limit = Integer(256 << 20, help="largest file the kernel may write, in bytes").tag(config=True)
     process_limit = Integer(64, help="processes and threads of one sandbox (RLIMIT_NPROC)").tag(config=True)
     scratch_size = Integer(256 << 20, help="bytes of the kernel's writable home folder").tag(config=True)
-    judge_cpu_limit = Float(2.0, help="CPU seconds of this process for judging one student's test "
+    judge_cpu_limit = Float(1.5, help="CPU seconds of this process for judging one student's test "
                             "cells; beyond it the checks left score 0 (flag over_budget)").tag(config=True)
-    judge_memory_limit = Integer(256 << 20, help="bytes this process may grow by while judging one "
+    judge_memory_limit = Integer(64 << 20, help="bytes this process may grow by while judging one "
                                  "student; beyond it the checks left score 0 (flag over_budget)").tag(config=True)
     sandbox = Bool(True, help="run each kernel in a bubblewrap sandbox (coursekit grade --no-sandbox "
                    "turns it off)").tag(config=True)
