@@ -100,7 +100,11 @@ def findings_from(*, observed: list, report: dict, tampered: bool, processes_lef
     if isinstance(report, dict) and isinstance(report.get("events"), list):
         events += [(str(e[0]), e[1]) for e in report["events"][:40] if isinstance(e, list) and len(e) == 2]
     events += [(str(k), v) for k, v in observed]
+    over = list(over_budget or [])
     for kind, what in events:
+        if kind == "budget":  # the supervisor's own budget (kernel_side.MAX_WATCHED)
+            over.append(what)
+            continue
         (patched if kind in RUNTIME_KINDS else violations).append(f"{detail(kind)[:20]}: {detail(what)}")
     if isinstance(report, dict) and isinstance(report.get("patched"), list):
         patched += [detail(name) for name in report["patched"][:MAX_RECORDS]]
@@ -112,7 +116,7 @@ def findings_from(*, observed: list, report: dict, tampered: bool, processes_lef
     violations += [f"during hidden checks: {detail(kind)[:20]}" for kind in during_checks or []]
     return {"sandbox_violation": list(dict.fromkeys(violations))[:MAX_RECORDS],
             "suspicious_code": list(dict.fromkeys(patched))[:MAX_RECORDS],
-            OVER_BUDGET: list(dict.fromkeys(detail(b) for b in over_budget or [])),
+            OVER_BUDGET: list(dict.fromkeys(detail(b) for b in over)),
             "kernel_errors": [[detail(e)[:40], detail(v)] for e, v in kernel_errors]}
 
 
