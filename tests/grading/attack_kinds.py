@@ -516,19 +516,13 @@ PATCH_ABS = 'import builtins\nbuiltins.abs = lambda x: 0.0'
 SPELLED = '"_".join(map(repr, rewards))'
 
 ATTACKS.update({
-    # the judge resolves no name through the student (class 2)
+    # the judge resolves no name through the student (class 2; more, and hostile values, in
+    # test_grading_hidden_tests.py, which judges without a kernel)
     "shadow_zip": (_shadowing("zip", "def zip(*args):\n    return []"), (0, 0, 0.5), {}),
     "shadow_zip_pairs": (_shadowing("zip_pairs", "def zip(*args):\n    return [(0.0, 0.0)]"), (0, 0, 0.5), {}),
     "shadow_abs": (_shadowing("abs", "def abs(x):\n    return 0.0"), (0, 0, 0.5), {}),
-    "shadow_all": (_shadowing("all", "def all(xs):\n    return True"), (0, 0, 0.5), {}),
     "shadow_max": (_shadowing("max", "def max(*args, **kwargs):\n    return float('inf')"), (0, 0, 0.5), {}),
     "shadow_globals": (a_shadow_globals, (0, 1, 0.5), {}),
-    "shadow_sum_len": (_shadowing("sum_len", "def sum(xs, start=0):\n    return 0.0\n\ndef len(x):\n    return 0"),
-                       (0, 0, 0.5), {}),
-    "nan_inf": (_reply("[float('nan')] * len(rewards)", prelude=""), (0, 0, 0.5), {}),
-    "float_subclass": (_reply("[type('F', (float,), {'__eq__': lambda s, o: True, '__sub__': lambda s, o: 0.0})(0.0)"
-                              " for _ in rewards]", prelude=""), (0, 0, 0.5), {}),
-    # every reply has a cost budget (class 3)
     "budget_colliding_keys": (_reply("Raw([{'$': 'dict', 'v': [[i * (2 ** 61 - 1) + 7, 0.0] for i in range(8000)]}])"),
                               (0, 0, 0.5), {"over_budget": "colliding"}),
     "budget_items": (_reply("Raw(range(1_000_000))"), (0, 0, 0.5), {"over_budget": "reply items"}),
