@@ -90,6 +90,13 @@ def find_bwrap() -> str | None:
     return exe if exe and _runs([exe, "--version"]) else None
 
 
+def find_libseccomp() -> str | None:
+    """libseccomp's shared library (pyseccomp builds the grading sandbox's seccomp filters with it)."""
+    import ctypes.util
+
+    return ctypes.util.find_library("seccomp")
+
+
 POSTGRES_LIBDIR = "/usr/lib/postgresql"  # Debian: /usr/lib/postgresql/15/bin, not on PATH
 
 
@@ -120,6 +127,7 @@ NEEDS = (
     Need("CJK fonts (Noto Sans CJK)", "fonts-noto-cjk", "figures", find_cjk_font),
     Need("Chromium", "chromium", "test", find_chromium),
     Need("bubblewrap (bwrap)", "bubblewrap", "test", find_bwrap),
+    Need("libseccomp", "libseccomp2", "test", find_libseccomp),
     Need("PostgreSQL server (initdb, pg_ctl)", "postgresql", "test", find_postgres_bindir),
 )
 

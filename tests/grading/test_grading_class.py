@@ -142,7 +142,7 @@ DIAGNOSTICS = {
                    "test_boundary": "方差很小但高于 eps 的组：被当成了零方差组（返回了全零）；"
                                     "std 不小于 eps 时要标准化"},
     "deleted_asserts": {"test_aggregation": "练习单元格没有运行到长度聚合断言（前面的断言失败），或改动了三个配方"},
-    "infinite_loop": {"test_boundary": "运行超过 3 秒，已中断（死循环？）",
+    "infinite_loop": {"test_boundary": "运行超过 3 秒 CPU 时间，已中断（死循环？）",
                       "test_aggregation": "练习单元格没有运行到长度聚合断言（前面的断言失败），或改动了三个配方"},
     "correct": {},
 }

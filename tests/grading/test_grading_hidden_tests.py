@@ -177,3 +177,85 @@ def test_a_malformed_reply_is_rejected(reply):
 def test_opaque_values_equal_nothing():
     value = trusted.decode({"$": "opaque", "type": "numpy.ndarray"})
     assert value != value.__class__("numpy.ndarray") and value != [] and repr(value).startswith("<numpy.ndarray")
+
+
+# ---------------------------------------------------------------- names the student could bind (issue 23)
+
+HARD_CODED_BODY = MUTANTS["hard-coded visible outputs"][0]
+SHADOWS = {
+    "zip": "def zip(*args):\n    return []",
+    "zip pairs": "def zip(*args):\n    return [(0.0, 0.0)]",
+    "abs": "def abs(x):\n    return 0.0",
+    "max": "def max(*args, **kwargs):\n    return float('inf')",
+    "all": "def all(xs):\n    return True",
+    "sum and len": "def sum(xs, start=0):\n    return 0.0\n\ndef len(x):\n    return 0",
+    "type": "def type(x):\n    return 'list'",
+    "range": "def range(*args):\n    return [0, 1]",
+    "float": "def float(x=0.0):\n    return 0.0",
+}
+
+
+@pytest.mark.parametrize("name", SHADOWS)
+def test_builtins_defined_by_the_student_are_never_the_judges(name):
+    """The judge takes builtins (and the names a cell binds itself) from the grader, pinned at import
+    (trusted.PINNED_BUILTINS): hard-coded answers fail whatever the student defines at top level."""
+    verdicts = judge(HEADER + HARD_CODED_BODY + "\n\n" + SHADOWS[name] + "\n")
+    assert verdicts["normal"] is not None and verdicts["boundary"] is not None
+    assert name.split()[0] not in trusted.wanted_names(cells()["normal"].body)
+
+
+def test_a_patched_builtins_module_in_the_grader_changes_no_verdict(monkeypatch):
+    import builtins
+
+    monkeypatch.setattr(builtins, "zip", lambda *args: [])
+    monkeypatch.setattr(builtins, "abs", lambda x: 0.0)
+    verdicts = judge(HEADER + HARD_CODED_BODY)
+    assert verdicts["normal"] is not None and verdicts["boundary"] is not None
+
+
+def test_globals_of_the_student_never_turn_the_hidden_inputs_on():
+    wrong_for_five = HEADER + "    if len(rewards) == 5:\n        return [0.0] * 5\n" + BODY
+    verdicts = judge(wrong_for_five + "\n\ndef globals():\n    return {'_SHOW_HIDDEN_INPUTS': True}\n")
+    assert verdicts["normal"] is not None and "0.2, 0.9" not in verdicts["normal"].evalue
+
+
+HOSTILE_VALUES = {
+    "float subclass": "type('F', (float,), {'__eq__': lambda s, o: True, '__repr__': lambda s: 'LEAK' + repr(rs),"
+                      " '__float__': lambda s: 0.0})(0.0)",
+    "list subclass": "type('L', (list,), {'__eq__': lambda s, o: True, '__iter__': lambda s: iter(rs),"
+                     " '__repr__': lambda s: 'LEAK' + repr(rs)})(rs)",
+    "nan": "[float('nan')] * len(rs)",
+    "inf": "[float('inf')] * len(rs)",
+    "ndarray": "__import__('numpy').zeros(len(rs))",
+    "ndarray subclass": "type('A', (__import__('numpy').ndarray,), {'__eq__': lambda s, o: True})(len(rs))",
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_VALUES)
+def test_hostile_values_pass_nothing_and_quote_nothing(name):
+    """Returned values are plain data of the grader's own types: no dunder of the student's ever runs here."""
+    code = (HEADER + "    rs = list(rewards)\n    if not rs:\n        raise ValueError('empty')\n"
+            f"    return {HOSTILE_VALUES[name]}\n")
+    verdicts = judge(code, show_inputs=False)
+    assert verdicts["normal"] is not None and verdicts["boundary"] is not None
+    assert all("LEAK" not in v.evalue and "0.2, 0.9" not in v.evalue for v in verdicts.values() if v)
+
+
+# ---------------------------------------------------------------- reply budgets (issue 23)
+
+@pytest.mark.parametrize(("text", "budget"), [
+    (json.dumps({"$": "dict", "v": [[i * (2 ** 61 - 1) + 7, 0.0] for i in range(50_000)]}), "colliding"),
+    (json.dumps(list(range(trusted.MAX_ITEMS + 1))), "reply items"),
+    ("[" * 50 + "]" * 50, "reply depth"),
+    (json.dumps("x" * (trusted.MAX_REPLY + 1)), "reply bytes"),
+])
+def test_a_reply_over_a_budget_is_refused_before_it_costs(text, budget):
+    """Each budget is checked in linear time: the 1.5 MB dict of colliding keys (quadratic to build,
+    issue 23's 27-56 s reply) is refused after one pass over its hashes."""
+    with pytest.raises(trusted.OverBudget, match=budget):
+        trusted.decode(trusted.read_reply(text))
+
+
+def test_brackets_and_commas_inside_strings_are_not_structure():
+    text = json.dumps(["[{," * 100_000])
+    assert trusted.read_reply(text) == ["[{," * 100_000]

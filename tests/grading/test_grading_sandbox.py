@@ -4,8 +4,10 @@ sanitiser of student content."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import shutil
+import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +21,7 @@ from coursekit.cli import main
 from coursekit.grading.course import Course
 from coursekit.grading.preprocessors import clean_markdown, sanitize_output
 from coursekit.grading.sandbox import bubblewrap as sandbox
+from coursekit.grading.sandbox import seccomp
 from coursekit.grading.sandbox.bubblewrap import HOME, Limits, SandboxKernelManager, unavailable_reason
 from coursekit.grading.sandbox.executor import ARM_LINE, KERNEL
 
@@ -129,16 +132,20 @@ def test_the_zygote_joins_only_the_sandbox_it_is_named(tmp_path):
     zygote = sandbox.KernelZygote()
     socket_dir = tmp_path / "s"
     socket_dir.mkdir()
-    bwrap = sandbox.subprocess.Popen(sandbox.bwrap_command(Limits(), str(socket_dir), sandbox.sandbox_uid())
-                                     + sandbox.REAPER_COMMAND)
+    observed = tmp_path / "observed"
+    observed.touch()
+    filter_fd = sandbox.seccomp_fd()
+    bwrap = sandbox.subprocess.Popen(sandbox.bwrap_command(Limits(), str(socket_dir), sandbox.sandbox_uid(), filter_fd)
+                                     + sandbox.REAPER_COMMAND, pass_fds=(filter_fd,))
+    sandbox.os.close(filter_fd)
     try:
         init = sandbox.sandbox_init(bwrap)
         config = sandbox.kernel_config(Limits(), True, None, probe=True)
         with pytest.raises(RuntimeError, match="is not the init of sandbox"):
-            zygote.start_kernel(bwrap.pid, sandbox.pid_namespace(init), config, [])  # bwrap itself, outside
+            zygote.start_kernel(bwrap.pid, sandbox.pid_namespace(init), config, [], str(observed))  # bwrap, outside
         with pytest.raises(RuntimeError, match="is not the init of sandbox"):
-            zygote.start_kernel(init, sandbox.pid_namespace(bwrap.pid), config, [])  # the grader's namespace
-        zygote.start_kernel(init, sandbox.pid_namespace(init), config, [])  # the probe: it then ends the sandbox
+            zygote.start_kernel(init, sandbox.pid_namespace(bwrap.pid), config, [], str(observed))  # the grader's
+        zygote.start_kernel(init, sandbox.pid_namespace(init), config, [], str(observed))  # the probe: it then ends
         assert bwrap.wait(timeout=30) != 0  # its init was killed once the kernel had ended
     finally:
         bwrap.kill()
@@ -213,7 +220,75 @@ def test_a_python_environment_under_tmp_is_bound_over_the_private_tmp(monkeypatc
     """The private /tmp is mounted first: a venv under /tmp (a checkout there) stays visible to the kernel."""
     venv = "/tmp/checkout/.venv"
     monkeypatch.setattr(sandbox, "python_paths", lambda: [venv, "/usr/lib"])
-    args = sandbox.bwrap_command(Limits(), "/tmp/sockets", uid=None)
+    args = sandbox.bwrap_command(Limits(), "/tmp/sockets", uid=None, filter_fd=3)
     tmpfs = args.index("--tmpfs", 0)
     assert args[tmpfs + 1] == "/tmp"
     assert tmpfs < args.index(venv), "a bind under /tmp made before the tmpfs would be hidden by it"
+
+
+# ---------------------------------------------------------------- seccomp
+
+SYSCALLS = r'''
+import ctypes, json
+libc = ctypes.CDLL(None, use_errno=True)
+out = {}
+for name, (nr, args) in CALLS.items():
+    ctypes.set_errno(0)
+    result = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    out[name] = [result, ctypes.get_errno()]
+print("SEEN" + json.dumps(out))
+'''
+CLONE_NEWUSER_AND_FS = 0x10000000 | 0x00000200  # invalid together: EINVAL, unless refused before
+SAFE_OUTSIDE = ("ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key", "bpf",
+                "userfaultfd", "perf_event_open", "mount", "umount2", "unshare", "setns", "pivot_root", "clone")
+
+
+def _calls() -> dict[str, tuple[int, list[int]]]:
+    """Every denied syscall with arguments that make it fail harmlessly where it is allowed (-1 is no
+    valid pointer, descriptor, pid or flag set), plus clone with a CLONE_NEW* flag and a control."""
+    import pyseccomp
+
+    arch = pyseccomp.system_arch()
+    calls = {}
+    for name in seccomp.DENIED + ("clone3",):
+        try:
+            calls[name] = (pyseccomp.resolve_syscall(arch, name), [-1] * 6)
+        except (ValueError, OSError, RuntimeError):
+            continue  # not a syscall of this architecture
+    calls["clone"] = (pyseccomp.resolve_syscall(arch, "clone"), [CLONE_NEWUSER_AND_FS, 0, 0, 0, 0, 0])
+    calls["dup"] = (pyseccomp.resolve_syscall(arch, "dup"), [-1] * 6)  # allowed: EBADF
+    return calls
+
+
+@pytest.fixture(scope="module")
+def syscalls_inside():
+    calls = _calls()
+    code = SYSCALLS.replace("CALLS", repr(calls))
+    with ThreadPoolExecutor(1) as thread:
+        seen, _, _ = thread.submit(asyncio.run, _run_in_sandbox(code)).result()
+    return calls, seen
+
+
+def test_seccomp_is_on_in_the_kernel(inside):
+    assert inside[0]["status"]["Seccomp"] == "2"  # filter mode, loaded before any cell ran
+
+
+@pytest.mark.parametrize("name", seccomp.DENIED + ("clone3", "clone"))
+def test_each_denied_syscall_fails_inside_a_graded_kernel(syscalls_inside, name):
+    """ENOSYS from a syscall the machine has: only the sandbox's filter answers that
+    (coursekit.grading.sandbox.seccomp.DENIED_ERRNO); `clone` is refused for its CLONE_NEWUSER flag."""
+    calls, seen = syscalls_inside
+    if name not in calls:
+        pytest.skip(f"{name} is not a syscall of this architecture")
+    assert seen[name] == [-1, errno.ENOSYS], name
+    assert seen["dup"] == [-1, errno.EBADF]  # the control: an allowed syscall answers for itself
+
+
+def test_the_denied_syscalls_exist_outside_the_sandbox():
+    """The same calls outside the sandbox fail for their arguments, not with ENOSYS: the filter is what
+    refuses them inside (run in a child process; the harmless ones only)."""
+    calls = {name: call for name, call in _calls().items() if name in SAFE_OUTSIDE}
+    out = subprocess.run([sys.executable, "-c", SYSCALLS.replace("CALLS", repr(calls))], capture_output=True,
+                         text=True, check=True).stdout
+    seen = json.loads(out.split("SEEN", 1)[1])
+    assert {name: e for name, (_, e) in seen.items() if e == errno.ENOSYS} == {}

@@ -28,7 +28,7 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Dict, Float, Integer, Unicode
 
-from coursekit.grading.sandbox import _mkdirs, python_paths
+from coursekit.grading.sandbox.bubblewrap import _mkdirs, python_paths
 from coursekit.hub.limits import ServerLimits
 from coursekit.hub.settings import HubLayout
 

@@ -28,6 +28,7 @@ REJECTED_FILE = "rejected_file"  # a file of a graded student that could not be 
 EXERCISE_NOTEBOOK = "exercise_notebook"
 SUSPICIOUS_CODE = "suspicious_code"
 SANDBOX_VIOLATION = "sandbox_violation"
+OVER_BUDGET = "over_budget"  # a budget of the grader (bytes, items, CPU, memory, wall clock) per student
 UNSANDBOXED = "unsandboxed"
 VETO = "veto"
 COPIED_REFERENCE = "copied_reference"  # coursekit.grading.records.similarity: review only, never a score change
@@ -128,9 +129,9 @@ def add_detail(flags: list[str], name: str, detail: str) -> None:
 
 
 def add_findings(flags: list[str], findings: dict) -> None:
-    """Add SandboxExecute's findings: sandbox_violation(...), and runtime details appended to
-    suspicious_code(...) (at most MAX_DETAILS details each)."""
-    for name in (SANDBOX_VIOLATION, SUSPICIOUS_CODE):
+    """Add SandboxExecute's findings: sandbox_violation(...), over_budget(...), and runtime details
+    appended to suspicious_code(...) (at most MAX_DETAILS details each)."""
+    for name in (SANDBOX_VIOLATION, SUSPICIOUS_CODE, OVER_BUDGET):
         details = [str(d).replace(",", " ") for d in findings.get(name, []) if isinstance(d, str)]
         if not details:
             continue
@@ -154,8 +155,8 @@ def execution_flags(executed: NotebookNode, memory_note: str, kernel_errors: lis
             continue
         if ename == "NameError" and BLANK in evalue:
             continue  # an unfilled blank: reported as missing_answer(code)
-        if ename == "GraderError":
-            continue  # already flagged by coursekit grade
+        if ename in ("GraderError", "OverBudget"):
+            continue  # already flagged: by coursekit grade, over_budget
         if ename == "KeyboardInterrupt" and timed_out:
             continue  # the interrupt that ended a timed-out cell
         detail = {"MemoryError": f"MemoryError, {memory_note}",

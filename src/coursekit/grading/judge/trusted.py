@@ -13,6 +13,11 @@ kernel just before the kernel ran that cell:
   its builtin exception type only.
 No student code runs in this process and nothing the student wrote is evaluated here: replies are
 JSON, decoded into the types above. Messages of failures never quote student text.
+
+The test source never resolves a name through the student: builtins (`zip`, `max`, `globals`...)
+and the names the cell binds itself (imports, functions, classes) come from this process, with the
+builtins pinned when this module was imported (`PINNED_BUILTINS`, a copy: nothing that changes the
+`builtins` module later reaches a test cell). Only the other names it reads are the student's.
 """
 
 from __future__ import annotations
@@ -31,7 +36,13 @@ FILENAME = "<test cell>"
 HIDDEN_BLOCK = re.compile(r"^### BEGIN HIDDEN TESTS$(.*?)^### END HIDDEN TESTS$", re.M | re.S)
 SAFE_MODULES = {"math", "cmath", "random", "statistics", "fractions", "decimal", "itertools", "functools",
                 "operator", "collections", "string", "re", "json", "copy"}
-MAX_REPLY = 64 << 20
+# Budgets of one reply, checked before it is decoded: bytes (the socket's own cap, set by the
+# executor, drops a bigger message while it is read), then its structure in one linear scan.
+MAX_REPLY = 16 << 20      # bytes of one message from the kernel
+MAX_ITEMS = 250_000       # values (numbers, strings, containers) of one reply; the kernel side sends <= 200_000
+MAX_DEPTH = 40
+MAX_SAME_HASH = 8         # keys of one dict with the same hash: more can only be a collision attack
+PINNED_BUILTINS = dict(vars(builtins))  # captured at import, before any test cell or student value exists
 
 
 # ---------------------------------------------------------------- what the kernel sends back
@@ -63,6 +74,47 @@ class ReplyError(Exception):
     """The kernel's reply is not in the protocol's format."""
 
 
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, unrolled: linear
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def read_reply(text: str) -> Any:
+    """JSON text of the kernel -> data, within the budgets: MAX_REPLY characters, MAX_ITEMS values and
+    MAX_DEPTH levels, counted on the text (strings blanked, then commas and brackets) before any of it
+    is decoded; every step is linear in the text. Raises OverBudget or ReplyError."""
+    if not isinstance(text, str):
+        raise ReplyError("not a reply")
+    if len(text) > MAX_REPLY:
+        raise OverBudget(f"reply bytes over {MAX_REPLY >> 20} MB")
+    skeleton = _STRING.sub("0", text)
+    if skeleton.count(",") + skeleton.count("[") + skeleton.count("{") > MAX_ITEMS:
+        raise OverBudget(f"reply items over {MAX_ITEMS}")
+    depth = 0
+    for match in _BRACKETS.finditer(skeleton):
+        depth += 1 if match.group(0) in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise OverBudget(f"reply depth over {MAX_DEPTH}")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise ReplyError("not JSON") from None
+
+
+def _dict_of(pairs: list) -> dict | Opaque:
+    """The pairs as a dict, unless their keys cannot be hashed (Opaque) or too many share a hash
+    (OverBudget: a dict of keys with one hash is built in quadratic time)."""
+    seen: dict[int, int] = {}
+    try:
+        for key, _ in pairs:
+            h = hash(key)
+            seen[h] = seen.get(h, 0) + 1
+            if seen[h] > MAX_SAME_HASH:
+                raise OverBudget(f"reply dict keys colliding over {MAX_SAME_HASH} per hash")
+    except TypeError:
+        return Opaque("dict")
+    return {k: v for k, v in pairs}
+
+
 def decode(value: Any, depth: int = 0) -> Any:
     """A reply value as grader-side data (see kernel_side.encode for the format)."""
     if depth > 40:
@@ -81,10 +133,7 @@ def decode(value: Any, depth: int = 0) -> Any:
         pairs = [decode(pair, depth + 1) for pair in value["v"]]
         if not all(type(p) is list and len(p) == 2 for p in pairs):
             raise ReplyError("bad dict")
-        try:
-            return {k: v for k, v in pairs}
-        except TypeError:
-            return Opaque("dict")
+        return _dict_of(pairs)
     if tag == "float" and value.get("v") in ("nan", "inf", "-inf"):
         return float(value["v"])
     if tag == "sub" and value.get("base") in BASES:
@@ -149,9 +198,15 @@ class InvalidReply(GraderAbort):
     ename = "InvalidReply"
 
 
+class OverBudget(GraderAbort):
+    """A budget of this student's grading was exceeded; the message names it (flag over_budget)."""
+
+    ename = "OverBudget"
+
+
 def student_exception(base_name: str, function: str, blank: bool) -> Exception:
     """What the student's function raised, as an instance of its builtin exception type."""
-    base = getattr(builtins, str(base_name), None)
+    base = PINNED_BUILTINS.get(str(base_name))
     if not (isinstance(base, type) and issubclass(base, Exception)):
         base = Exception  # SystemExit, KeyboardInterrupt and unknown names: an ordinary error here
     for kind in base.__mro__:
@@ -214,10 +269,26 @@ def mentioned_names(source: str) -> set[str]:
     return {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
 
 
+def own_names(source: str) -> set[str]:
+    """Names the test source binds with import, def or class (anywhere in it): never the student's."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def wanted_names(source: str) -> list[str]:
+    """The names a test cell may take from the student: what it mentions, less the builtins and its own."""
+    return sorted(mentioned_names(source) - set(PINNED_BUILTINS) - own_names(source))
+
+
 def student_names(source: str, snapshot: dict, kernel: Kernel) -> dict[str, Any]:
-    """The snapshot's public names that the source mentions, as values and proxies."""
+    """The snapshot's public names that the source wants (wanted_names), as values and proxies."""
     names: dict[str, Any] = {}
-    for name in sorted(mentioned_names(source)):
+    for name in wanted_names(source):
         entry = snapshot.get(name)
         if name.startswith("_") or entry is None and name not in snapshot:
             continue
@@ -246,8 +317,8 @@ def hidden_lines(source: str) -> set[int]:
 def run_test_cell(source: str, title: str, snapshot: dict, kernel: Kernel,
                   options: dict | None = None) -> Failure | None:
     """Run a test cell's whole source here; None if it passed, else the failure to show."""
-    namespace = {"__name__": "__main__", "__builtins__": builtins, **student_names(source, snapshot, kernel),
-                 **(options or {})}
+    namespace = {**student_names(source, snapshot, kernel), **(options or {}),
+                 "__name__": "__main__", "__builtins__": dict(PINNED_BUILTINS)}
     try:
         exec(compile(source, FILENAME, "exec"), namespace)  # noqa: S102 - the instructor's test source
     except GraderAbort as abort:

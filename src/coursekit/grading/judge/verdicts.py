@@ -1,7 +1,17 @@
 """The judge's plain-data half of a test cell's verdict: the error outputs it writes, the test
-sources it trusts, the classes a reply names, and the metadata key of the findings."""
+sources it trusts, the classes a reply names, and the records (findings) a run leaves.
+
+Records are built here from plain data only. Every string in them that the student's code could
+choose (a path, a program, an address) is made printable, stripped of the CSV's separators and cut
+to MAX_DETAIL characters, and at most MAX_RECORDS are kept of each kind. Records taken while the
+hidden checks ran name a kind only (`during hidden checks: file`), never a detail: the student's
+code had the hidden inputs then, and a file name can spell them.
+"""
 
 from __future__ import annotations
+
+import json
+import re
 
 import nbformat
 from nbformat.notebooknode import NotebookNode
@@ -11,6 +21,12 @@ from nbgrader.api import Gradebook
 KERNEL_DIED = "DeadKernelError"
 TIMED_OUT = "CellTimeoutError"
 FINDINGS = "coursekit_findings"  # notebook metadata key of SandboxExecute.findings
+OVER_BUDGET = "over_budget"
+MAX_DETAIL = 80       # characters of one student-chosen string in a record
+MAX_RECORDS = 20      # records of each kind
+MAX_OBSERVED_BYTES = 1 << 20
+RUNTIME_KINDS = ("frames", "trace", "ctypes")  # audit records of tampering with the interpreter
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\uffff]|[;,\\]")
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -33,17 +49,75 @@ def test_sources(resources: dict | None, nb: NotebookNode) -> dict[str, str]:
 
 
 def own_classes(value, found: set[str], depth: int = 0) -> None:
-    """Names of subclasses defined in the student's notebook (`__main__`) inside a call's result."""
+    """Subclasses defined in the student's notebook (`__main__`) inside a call's result, by their builtin
+    base only: their names were chosen by code that had the hidden inputs."""
     if depth > 40:
         return
     if isinstance(value, list):
         for item in value:
             own_classes(item, found, depth + 1)
     elif isinstance(value, dict):
-        if value.get("$") == "sub" and str(value.get("type", "")).startswith("__main__."):
-            found.add(f"{value.get('base')} subclass {str(value['type'])[9:49]}")
+        base = value.get("base")
+        if value.get("$") == "sub" and str(value.get("type", "")).startswith("__main__.") and \
+                base in ("int", "float", "str", "list", "tuple", "dict"):
+            found.add(f"{base} subclass")
         for item in value.values():
             own_classes(item, found, depth + 1)
+
+
+def detail(text: object) -> str:
+    """A student-chosen string as it may appear in a record: printable, no separators, short."""
+    cleaned = _UNPRINTABLE.sub("?", str(text))
+    return cleaned if len(cleaned) <= MAX_DETAIL else cleaned[: MAX_DETAIL - 1] + "…"
+
+
+def read_observed(path: str, start: int = 0) -> list[tuple[str, str]]:
+    """The supervisor's records (kernel_side._supervise: one JSON [kind, detail] per line) from byte
+    `start` of its file; a line that is not such a record is skipped."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read(MAX_OBSERVED_BYTES)
+    except OSError:
+        return []
+    records = []
+    for line in data.splitlines():
+        try:
+            kind, what = json.loads(line)
+        except (ValueError, TypeError):
+            continue
+        if isinstance(kind, str) and isinstance(what, str):
+            records.append((kind[:20], what))
+    return records
+
+
+def findings_from(*, observed: list, report: dict, tampered: bool, processes_left: int, active_content: bool,
+                  kernel_errors: list, during_checks: list | None = None, own_classes: list | None = None,
+                  over_budget: list | None = None) -> dict[str, list]:
+    """sandbox_violation, suspicious_code, over_budget and kernel_errors details of one run."""
+    violations, patched = [f"processes left: {processes_left}"] if processes_left > 0 else [], []
+    events = []
+    if isinstance(report, dict) and isinstance(report.get("events"), list):
+        events += [(str(e[0]), e[1]) for e in report["events"][:40] if isinstance(e, list) and len(e) == 2]
+    events += [(str(k), v) for k, v in observed]
+    over = list(over_budget or [])
+    for kind, what in events:
+        if kind == "budget":  # the supervisor's own budget (kernel_side.MAX_WATCHED)
+            over.append(what)
+            continue
+        (patched if kind in RUNTIME_KINDS else violations).append(f"{detail(kind)[:20]}: {detail(what)}")
+    if isinstance(report, dict) and isinstance(report.get("patched"), list):
+        patched += [detail(name) for name in report["patched"][:MAX_RECORDS]]
+    if tampered:
+        patched.append("the grader's helpers in the kernel")
+    patched += [f"returned its own {name}" for name in own_classes or []]
+    if active_content:
+        patched.append("active content in outputs or text (removed)")
+    violations += [f"during hidden checks: {detail(kind)[:20]}" for kind in during_checks or []]
+    return {"sandbox_violation": list(dict.fromkeys(violations))[:MAX_RECORDS],
+            "suspicious_code": list(dict.fromkeys(patched))[:MAX_RECORDS],
+            OVER_BUDGET: list(dict.fromkeys(detail(b) for b in over)),
+            "kernel_errors": [[detail(e)[:40], detail(v)] for e, v in kernel_errors]}
 
 
 def as_stdout(output: NotebookNode) -> NotebookNode:

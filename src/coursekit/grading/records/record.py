@@ -125,7 +125,10 @@ class Recorder:
     def _record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
         flags = [] if self.config.SandboxExecute.get("sandbox", True) else [F.UNSANDBOXED]
         if executed is None:  # the worker could not run it: no cell counts as run
-            flags.append(F.flag(F.ERROR, f"grader could not run the notebook: {failure}"))
+            if failure and failure.startswith(F.OVER_BUDGET + ": "):  # the pool's watchdog
+                flags.append(F.flag(F.OVER_BUDGET, failure[len(F.OVER_BUDGET) + 2:]))
+            else:
+                flags.append(F.flag(F.ERROR, f"grader could not run the notebook: {failure}"))
             ran = self.sanitize(student_id)
             for cell in ran.cells:
                 if cell.cell_type == "code":

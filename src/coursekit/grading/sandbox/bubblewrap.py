@@ -7,7 +7,10 @@ The kernel runs as `bwrap ... -- python -I -c <kernel_side.py> CONFIG -f CONNECT
   thrown away with the sandbox, so nothing the sandbox writes ever reaches the grader's disk;
 - its own PID, network (loopback only), IPC and UTS namespaces; `--die-with-parent` and the PID
   namespace end every process of the submission with its kernel;
-- a scrubbed environment, and the limits of `Limits` (applied by kernel_side.main()).
+- a scrubbed environment, and the limits of `Limits` (applied by kernel_side.main());
+- seccomp filters (coursekit.grading.sandbox.seccomp): syscalls a kernel never needs are denied,
+  and the file, program and network syscalls are recorded by a supervisor outside the kernel in
+  a file of the grader's (`SandboxKernelManager.observed`).
 The grader reaches the kernel over unix sockets (jupyter's `ipc` transport) that the kernel
 creates in its own /tmp; the grader connects to them through /proc/<pid>/root. The connection
 file is bound read-only, so the sandbox can write no host path at all.
@@ -35,15 +38,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import zmq
 from jupyter_client.kernelspec import KernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
-from coursekit.grading.sandbox import kernel_side
+from coursekit.grading.judge.trusted import MAX_REPLY
+from coursekit.grading.sandbox import kernel_side, seccomp
 
 HOME = "/home/student"
 INSIDE_SOCKETS = "/tmp/ck-kernel"  # the kernel's unix sockets: /tmp/ck-kernel-1 ... -5 in the sandbox
 KERNEL_SIDE = Path(kernel_side.__file__).read_text(encoding="utf-8")
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2), Linux
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SANDBOX_UID_BASE = 1_000_000  # root only: sandbox uids = base + the grading worker's pid * 4 + 0..3
 KERNELS_PER_PROCESS = 4
 _kernels_started = itertools.count()
@@ -116,12 +122,21 @@ def sandbox_env() -> dict[str, str]:
             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def bwrap_command(limits: Limits, socket_dir: str, uid: int | None) -> list[str]:
+def seccomp_fd() -> int:
+    """A file descriptor holding the deny filter for bwrap's `--seccomp FD` (the caller passes and closes it)."""
+    fd = os.memfd_create("ck-seccomp", 0)  # not close-on-exec: bwrap inherits it (pass_fds)
+    os.write(fd, seccomp.deny_program())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def bwrap_command(limits: Limits, socket_dir: str, uid: int | None, filter_fd: int) -> list[str]:
     """The bwrap command line (up to and including `--`) for one kernel."""
     bwrap = shutil.which("bwrap") or "bwrap"
     # --as-pid-1: kernel_side.REAPER is the namespace's init itself.
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--as-pid-1",
-            "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--clearenv"]
+            "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox", "--clearenv",
+            "--seccomp", str(filter_fd)]
     if uid is None:
         args += ["--unshare-user", "--disable-userns"]
     else:
@@ -148,7 +163,8 @@ def kernel_config(limits: Limits, sandboxed: bool, uid: int | None, probe: bool 
     if not sandboxed:
         allowed += [os.getcwd(), tempfile.gettempdir()]
     return {"uid": uid if sandboxed else None, "limits": limits.rlimits(sandboxed), "allowed": allowed,
-            "tmp": "/tmp" if sandboxed else tempfile.gettempdir(), "probe": probe, "sandboxed": sandboxed}
+            "tmp": "/tmp" if sandboxed else tempfile.gettempdir(), "probe": probe, "sandboxed": sandboxed,
+            "seccomp": seccomp.filters() if sandboxed else None}
 
 
 def kernel_side_command(config: dict) -> list[str]:
@@ -172,11 +188,12 @@ class KernelZygote:
         self.process: subprocess.Popen | None = None
         self._lock = threading.Lock()
 
-    def start_kernel(self, init: int, pid_namespace: str, config: dict, argv: list[str],
+    def start_kernel(self, init: int, pid_namespace: str, config: dict, argv: list[str], observed: str,
                      timeout: float = 60) -> None:
-        """Fork a kernel into the sandbox whose init has host pid `init`; raise when it did not start."""
+        """Fork a kernel into the sandbox whose init has host pid `init`; raise when it did not start.
+        What its supervisor sees is appended to the file `observed` (it must exist)."""
         request = json.dumps({"init": init, "pid_namespace": pid_namespace, "config": config,
-                              "argv": argv, "cwd": HOME}) + "\n"
+                              "argv": argv, "cwd": HOME, "observed": observed}) + "\n"
         with self._lock:
             if self.process is None or self.process.poll() is not None:
                 self.process = subprocess.Popen(kernel_side_command({"role": "zygote"}), stdin=subprocess.PIPE,
@@ -224,6 +241,8 @@ def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str |
         return f"the grading sandbox needs Linux namespaces (bubblewrap); this is {sys.platform}: {FIX}"
     if shutil.which("bwrap") is None:
         return f"bubblewrap (bwrap) is not installed: {FIX}"
+    if (reason := seccomp.unavailable_reason()) is not None:
+        return reason
     root = str(course_root.resolve())
     inside = [p for p in python_paths() if root == p or root.startswith(p.rstrip("/") + "/")]
     if inside:
@@ -234,15 +253,21 @@ def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str |
     with tempfile.TemporaryDirectory(prefix="ck-probe-") as socket_dir:
         uid = sandbox_uid()
         os.chmod(socket_dir, 0o711)
-        command = bwrap_command(limits, socket_dir, uid) + REAPER_COMMAND
+        filter_fd = seccomp_fd()
+        command = bwrap_command(limits, socket_dir, uid, filter_fd) + REAPER_COMMAND
+        observed = os.path.join(socket_dir, "observed")
+        Path(observed).touch(0o600)
         try:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.PIPE, text=True)
+                                       stderr=subprocess.PIPE, text=True, pass_fds=(filter_fd,))
         except OSError as exc:
             return f"bubblewrap could not start ({exc}): {FIX}"
+        finally:
+            os.close(filter_fd)
         try:
             init = sandbox_init(process)
-            zygote.start_kernel(init, pid_namespace(init) or "", kernel_config(limits, True, uid, probe=True), [])
+            zygote.start_kernel(init, pid_namespace(init) or "", kernel_config(limits, True, uid, probe=True), [],
+                                observed)
             process.wait(timeout=60)
         except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
             process.kill()
@@ -329,11 +354,15 @@ class SandboxKernelManager(AsyncKernelManager):
         self.socket_dir = tempfile.mkdtemp(prefix="ck-")  # short: unix socket paths are limited to 107 bytes
         self.transport = "ipc"
         self.connection_file = os.path.join(self.socket_dir, "kernel.json")
+        self.observed = self.socket_dir + ".observed"  # the supervisor's records: outside the sandbox
+        self._filter_fd: int | None = None
         self.namespace: str | None = None
         self._namespace_fd: int | None = None
         self.zygote: KernelZygote | None = None  # the grading worker's; else one of its own, for this kernel
         self._own_zygote: KernelZygote | None = None
         self._kernel_request: tuple[dict, list[str]] | None = None
+        self._init: int | None = None
+        self._cpu_seen = 0.0
         self.shutdown_wait_time = 2.0  # half of it, then SIGTERM; the other half, then SIGKILL
         self._spec = KernelSpec(argv=[], display_name="Python 3 (coursekit sandbox)", language="python",
                                 interrupt_mode="message", env={}, metadata={})
@@ -365,24 +394,34 @@ class SandboxKernelManager(AsyncKernelManager):
         if not self.sandboxed:
             return kernel_side_command(config) + argv
         self._kernel_request = (config, argv)  # for the zygote, once bwrap's init is there
-        return bwrap_command(self.limits, self.socket_dir, uid) + REAPER_COMMAND
+        Path(self.observed).touch(0o600)
+        self._filter_fd = seccomp_fd()
+        return bwrap_command(self.limits, self.socket_dir, uid, self._filter_fd) + REAPER_COMMAND
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         # Student code writing to the process's own stdout/stderr (os.write) reaches no terminal.
         kw.update(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        await super()._async_launch_kernel(kernel_cmd, **kw)
+        if self._filter_fd is not None:
+            kw["pass_fds"] = (self._filter_fd,)
+        try:
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+        finally:
+            if self._filter_fd is not None:
+                os.close(self._filter_fd)
+                self._filter_fd = None
         if not self.sandboxed:
             return
         init = await self._sandbox_init()
         if self.zygote is None:
             self.zygote = self._own_zygote = KernelZygote()
         config, argv = self._kernel_request
-        self.zygote.start_kernel(init, self.namespace, config, argv)
+        self.zygote.start_kernel(init, self.namespace, config, argv, self.observed)
         self.ip = f"/proc/{init}/root{INSIDE_SOCKETS}"  # from now on this side connects through the sandbox's root
 
     async def _sandbox_init(self) -> int:
         """Host pid of bwrap's init in the sandbox; holds its PID namespace (see remove_socket_dir)."""
         init = await asyncio.to_thread(sandbox_init, self.provisioner.process)
+        self._init = init
         self.namespace = pid_namespace(init)
         with contextlib.suppress(OSError):
             self._namespace_fd = os.open(f"/proc/{init}/ns/pid", os.O_RDONLY)
@@ -392,12 +431,55 @@ class SandboxKernelManager(AsyncKernelManager):
         """Processes now in this kernel's sandbox (bwrap's init and the kernel included)."""
         return processes_in(self.namespace) if self.namespace else []
 
+    def client(self, **kwargs):
+        """A client whose sockets drop any message over MAX_REPLY bytes while reading it (libzmq's
+        ZMQ_MAXMSGSIZE, which then ends the connection; the executor sees that, see its _links)."""
+        client = super().client(**kwargs)
+        client.context.setsockopt(zmq.MAXMSGSIZE, MAX_REPLY)
+        return client
+
+    def kernel_running(self) -> bool:
+        """Whether the kernel process (PID 2 of the sandbox; without one, the launched process) still runs."""
+        if self._init is None:
+            process = getattr(self.provisioner, "process", None)
+            return process is not None and process.poll() is None
+        try:
+            with open(f"/proc/{self._init}/root/proc/2/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except (OSError, IndexError):
+            return False
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used so far by every process of the sandbox, living or ended (None: no sandbox).
+        Read from the sandbox's own /proc, through its init: utime + stime of the living, and the
+        children's times that each waited-for child left to its parent."""
+        init = self._init
+        if init is None:
+            return None
+        proc = f"/proc/{init}/root/proc"
+        ticks = 0
+        try:
+            entries = [e for e in os.listdir(proc) if e.isdigit()]
+        except OSError:  # the sandbox has ended: what it had used last
+            return self._cpu_seen
+        for entry in entries:
+            try:
+                with open(f"{proc}/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+        self._cpu_seen = max(self._cpu_seen, ticks / CLOCK_TICKS)
+        return self._cpu_seen
+
     def remove_socket_dir(self) -> None:
         """The end of the sandbox: its folder, and the hold on its PID namespace. That hold keeps the
         namespace's id from going to a new sandbox (of this or another worker) while this one's
         leftovers are looked for by that id (processes_in), which would then find, and kill, the
         processes of the new one."""
         shutil.rmtree(self.socket_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.remove(self.observed)
         if self._own_zygote is not None:
             self._own_zygote.close()
             self._own_zygote = None

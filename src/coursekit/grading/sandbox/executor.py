@@ -2,77 +2,104 @@
 
 `SandboxExecute` (autograde, configured in autograder/nbgrader_config.py) runs each kernel in a
 bubblewrap sandbox (coursekit.grading.sandbox.bubblewrap) with limits, no course and no network;
-its test cells are judged by their whole source outside the kernel (coursekit.grading.judge), with
-a per-notebook time limit, and a kernel that dies (`os._exit`, out of memory) turned into error
-outputs instead of a crash.
+its test cells are judged by their whole source outside the kernel (coursekit.grading.judge), a
+kernel that dies (`os._exit`, out of memory) is turned into error outputs instead of a crash.
+
+Every limit is in CPU time or bytes, so that a grade does not depend on the machine's load: a cell
+and a call of a hidden check may use `timeout` CPU seconds of the sandbox, the notebook
+`notebook_timeout`; wall-clock limits, WALL_FACTOR times those, only end what waits forever.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
-import json
 import os
 import queue
 import signal
 import time
 
 import nbformat
+import zmq
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Bool, Integer
+from traitlets import Bool, Float, Integer
 
 from coursekit.grading.judge import trusted
 from coursekit.grading.judge.verdicts import (
     FINDINGS,
     KERNEL_DIED,
+    OVER_BUDGET,
     TIMED_OUT,
     as_stdout,
     error_output,
+    findings_from,
     own_classes,
+    read_observed,
     test_sources,
 )
 from coursekit.grading.preprocessors import has_active_content
-from coursekit.grading.sandbox.bubblewrap import (
-    KernelZygote,
-    Limits,
-    SandboxKernelManager,
-    kernel_side,
-    processes_in,
-    reap,
-)
+from coursekit.grading.sandbox import kernel_side
+from coursekit.grading.sandbox.bubblewrap import KernelZygote, Limits, SandboxKernelManager, processes_in, reap
 from coursekit.lesson import visible_test_code
 
 GIB = 1 << 30
 KERNEL = "__import__('sys').modules['_coursekit_kernel']"
 ARM_LINE = f"{KERNEL}.arm()"
+WALL_FACTOR = 10        # wall-clock backstops: this many times the CPU limits, far above any honest need
+POLL = 0.05             # seconds between two looks at the sandbox's CPU time
+MAX_KEPT_OUTPUT = 1 << 20  # characters of printed text kept per cell (CapOutput keeps far fewer)
+
+
+class _Links:
+    """Watches the client's shell and IOPub sockets for a connection libzmq ended: it does so when a
+    message is over the sockets' byte cap (ZMQ_MAXMSGSIZE, set by SandboxKernelManager.client)."""
+
+    def __init__(self, kc) -> None:
+        self.monitors = [channel.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+                         for channel in (kc.shell_channel, kc.iopub_channel)]
+
+    def broken(self) -> bool:
+        return any(m.getsockopt(zmq.EVENTS) & zmq.POLLIN for m in self.monitors)
+
+    def close(self) -> None:
+        for monitor in self.monitors:
+            monitor.close(linger=0)
 
 
 class SandboxExecute(Execute):
     """Execute in a sandboxed kernel, with the test cells judged outside it.
 
-    Each kernel runs in its own bubblewrap sandbox (coursekit.grading.sandbox.bubblewrap) with the limits
-    below. A test cell's visible lines run in the kernel, as the notebook's own cell; its whole
-    source, hidden tests included, runs afterwards in this process (coursekit.grading.judge.trusted)
-    against the student's names as they were just before the cell, and decides the cell: its
-    kernel errors are replaced by the one diagnostic of the trusted run (an error output), its
-    stderr shown as stdout (the verdict alone decides). The trusted runs come after the last
-    cell, so nothing the student's code saw of the hidden calls can reach a stored output.
-    Afterwards `findings` holds what the kernel reported (sandbox_violation / suspicious_code).
+    Each kernel runs in its own bubblewrap sandbox (coursekit.grading.sandbox.bubblewrap) with the
+    limits below. A test cell's visible lines run in the kernel, as the notebook's own cell; its
+    whole source, hidden tests included, runs afterwards in this process
+    (coursekit.grading.judge.trusted) against the student's names as they were just before the
+    cell, and decides the cell: its kernel errors are replaced by the one diagnostic of the trusted
+    run (an error output), its stderr shown as stdout (the verdict alone decides). The trusted runs
+    come after the last cell, so nothing the student's code saw of the hidden calls can reach a
+    stored output; what the kernel and its supervisor recorded is taken before they start, so no
+    record carries anything of them either. Afterwards `findings` holds those records
+    (sandbox_violation / suspicious_code / over_budget, see coursekit.grading.judge.verdicts).
     """
 
-    timeout = Integer(10, help="seconds one cell (or one call of a hidden check) may run "
-                      "before it is interrupted").tag(config=True)
-    notebook_timeout = Integer(60, help="seconds for the whole notebook; later cells are not run "
+    timeout = Integer(10, help="CPU seconds one cell (or one call of a hidden check) may use before it "
+                      "is interrupted; one that waits is ended after WALL_FACTOR times as many seconds"
+                      ).tag(config=True)
+    notebook_timeout = Integer(60, help="CPU seconds for the whole notebook; later cells are not run "
                                "and get a CellTimeoutError output").tag(config=True)
     memory_limit = Integer(2 * GIB, help="address-space cap of the kernel in bytes "
                            "(allocations beyond it raise MemoryError)").tag(config=True)
     file_size_limit = Integer(256 << 20, help="largest file the kernel may write, in bytes").tag(config=True)
     process_limit = Integer(64, help="processes and threads of one sandbox (RLIMIT_NPROC)").tag(config=True)
     scratch_size = Integer(256 << 20, help="bytes of the kernel's writable home folder").tag(config=True)
+    judge_cpu_limit = Float(1.5, help="CPU seconds of this process for judging one student's test "
+                            "cells; beyond it the checks left score 0 (flag over_budget)").tag(config=True)
+    judge_memory_limit = Integer(64 << 20, help="bytes this process may grow by while judging one "
+                                 "student; beyond it the checks left score 0 (flag over_budget)").tag(config=True)
     sandbox = Bool(True, help="run each kernel in a bubblewrap sandbox (coursekit grade --no-sandbox "
                    "turns it off)").tag(config=True)
     show_hidden_inputs = Bool(False, help="diagnostics of hidden checks quote their inputs (by default "
@@ -107,11 +134,13 @@ class SandboxExecute(Execute):
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own
 
     def preprocess(self, nb, resources=None, km=None):
-        self._deadline = time.monotonic() + self.notebook_timeout
         self._stopped: tuple[str, str] | None = None
         self._pending: list[tuple[NotebookNode, dict]] = []
         self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
+        self._over_budget: list[str] = []
+        self._kept: dict[int, int] = {}
+        self._cell_timed_out = False
         self._replay_findings: dict[str, list] = {}
         self.findings: dict[str, list] = {}
         self._tests = test_sources(resources, nb)
@@ -120,13 +149,27 @@ class SandboxExecute(Execute):
         self._check_assign_resources(resources)
         with self.setup_kernel():
             manager = self.km
-            info = self.wait_for_reply(self.kc.kernel_info())
-            self.nb.metadata["language_info"] = info["content"]["language_info"]
-            started = len(manager.sandbox_processes())
-            for index, cell in enumerate(self.nb.cells):
-                self.preprocess_cell(cell, resources, index)
-            self.judge_tests(resources)
-            self.collect_findings(manager, started)
+            self._links = _Links(self.kc)
+            try:
+                info = self.wait_for_reply(self.kc.kernel_info())
+                self.nb.metadata["language_info"] = info["content"]["language_info"]
+                started = len(manager.sandbox_processes())
+                self._cpu_start = self._cpu()
+                self._wall_end = time.monotonic() + self.notebook_timeout * WALL_FACTOR
+                # A replay judges right after the last test cell (a later cell may end the kernel), then
+                # runs the rest: what those cells do is recorded too, by kind only, and their outputs dropped.
+                tests = [k for k, c in enumerate(self.nb.cells) if self._test_of(c) is not None]
+                judge_after = max(tests) if self.replay and tests else len(self.nb.cells) - 1
+                for index, cell in enumerate(self.nb.cells[: judge_after + 1]):
+                    self.preprocess_cell(cell, resources, index)
+                self.findings = self.record_run(manager, started)  # before any hidden input reaches the kernel
+                observed_until = os.path.getsize(manager.observed) if os.path.exists(manager.observed) else 0
+                self.judge_tests(resources)
+                for index, cell in enumerate(self.nb.cells[judge_after + 1:], start=judge_after + 1):
+                    self.preprocess_cell(cell, resources, index)
+                self.record_judging(manager, observed_until)
+            finally:
+                self._links.close()
         if not self.owns_km:  # a kernel started ahead by a grading worker ends here too
             if self.kc is not None:  # nbclient keeps a client it did not start: its heartbeat thread and
                 self.kc.stop_channels()  # zmq context were left running, three threads per notebook
@@ -137,31 +180,116 @@ class SandboxExecute(Execute):
         self.nb.metadata[FINDINGS] = self.findings  # for coursekit grade's record(); replaces any student value
         return self.nb, self.resources
 
+    # ---- limits in CPU time and bytes
+
+    def _cpu(self) -> float:
+        """CPU seconds of the sandbox so far (without a sandbox: wall-clock seconds)."""
+        used = self.km.cpu_seconds() if self.km is not None else None
+        return time.monotonic() if used is None else used
+
+    def _notebook_over(self) -> bool:
+        return self._cpu() - self._cpu_start > self.notebook_timeout or time.monotonic() > self._wall_end
+
+    def _get_timeout(self, cell):
+        return self.timeout * WALL_FACTOR  # the wall-clock backstop; the CPU limit is _watch_cell's
+
+    async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
+        self._cell_timed_out = False
+        watchdog = asyncio.ensure_future(self._watch_cell())
+        try:
+            return await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
+                                                       task_poll_kernel_alive)
+        finally:
+            watchdog.cancel()
+
+    async def _watch_cell(self) -> None:
+        """Interrupt the cell once the sandbox has used `timeout` CPU seconds on it; end the kernel if it
+        goes on as long again; end it too when a message over the byte cap broke a connection."""
+        start, interrupted = self._cpu(), None
+        while True:
+            await asyncio.sleep(POLL)
+            if await self._over_cap():
+                self._over(f"kernel message bytes over {trusted.MAX_REPLY >> 20} MB")
+                await ensure_async(self.km.shutdown_kernel(now=True))
+                return
+            used = self._cpu() - start
+            if interrupted is None and used > self.timeout:
+                self._cell_timed_out, interrupted = True, used
+                await ensure_async(self.km.interrupt_kernel())
+            elif interrupted is not None and used > interrupted + self.timeout:
+                await ensure_async(self.km.shutdown_kernel(now=True))  # it ignores interrupts
+                return
+
+    async def _over_cap(self) -> bool:
+        """A connection ended while the kernel runs on: libzmq dropped a message over the byte cap. (A
+        kernel that exits ends its connections too: it is a zombie within moments, never after a second.)"""
+        if not self._links.broken():
+            return False
+        for _ in range(20):
+            if not self.km.kernel_running():
+                return False
+            await asyncio.sleep(POLL)
+        return True
+
+    def _over(self, budget: str) -> trusted.OverBudget:
+        """Record that a budget was exceeded (flag over_budget) and return the abort that says so."""
+        if budget not in self._over_budget:
+            self._over_budget.append(budget)
+        return trusted.OverBudget(f"超出评分预算：{budget}")
+
+    def output(self, outs, msg, display_id, cell_index):
+        """nbclient's output, keeping at most MAX_KEPT_OUTPUT characters of printed text per cell."""
+        if msg["msg_type"] == "stream":
+            kept = self._kept.get(cell_index, 0)
+            if kept >= MAX_KEPT_OUTPUT:
+                return None
+            text = str(msg["content"].get("text", ""))[: MAX_KEPT_OUTPUT - kept]
+            msg["content"]["text"] = text
+            self._kept[cell_index] = kept + len(text)
+        return super().output(outs, msg, display_id, cell_index)
+
+    # ---- the notebook's cells, in the kernel
+
+    def _test_of(self, cell: NotebookNode) -> str | None:
+        """The trusted source of a test cell, None for any other cell."""
+        if cell.cell_type != "code":
+            return None
+        return self._tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code" or not cell.source.strip():
             return cell, resources
-        if self._stopped is None and time.monotonic() > self._deadline:
-            self._stopped = (TIMED_OUT, f"not run: the notebook time limit ({self.notebook_timeout} s) "
+        if self._stopped is None and self._notebook_over():
+            self._stopped = (TIMED_OUT, f"not run: the notebook time limit ({self.notebook_timeout} s of CPU) "
                              "was reached")
         if self._stopped is not None:
             cell.outputs.append(error_output(*self._stopped))
             return cell, resources
-        test = self._tests.get(cell.metadata.get("nbgrader", {}).get("grade_id"))
+        test = self._test_of(cell)
         try:
             if test is None:
-                return super().preprocess_cell(cell, resources, index)
-            snapshot = self.ask("snapshot")  # the student's names as this cell finds them
-            source = cell.source
-            cell.source = visible_test_code(test)  # the kernel never receives hidden test text
-            try:
                 super().preprocess_cell(cell, resources, index)
-            finally:
-                cell.source = source
-            self._pending.append((cell, snapshot))
+            else:
+                snapshot = self.ask("snapshot")  # the student's names as this cell finds them
+                source = cell.source
+                cell.source = visible_test_code(test)  # the kernel never receives hidden test text
+                try:
+                    super().preprocess_cell(cell, resources, index)
+                finally:
+                    cell.source = source
+                self._pending.append((cell, snapshot))
+            if self._cell_timed_out:
+                cell.outputs.append(error_output(TIMED_OUT, f"the cell used more than {self.timeout} s of CPU "
+                                                 "time and was interrupted"))
         except (DeadKernelError, trusted.KernelDied):
-            cell.outputs.append(error_output(KERNEL_DIED, "the kernel died while running this cell "
-                                             "(os._exit, a crash, or memory beyond the cap)"))
-            self._stopped = (KERNEL_DIED, "not run: the kernel died in an earlier cell")
+            if self._over_budget:
+                cell.outputs.append(error_output(trusted.OverBudget.ename, self._over_budget[-1]))
+                self._stopped = (trusted.OverBudget.ename, "not run: a message of the kernel was over the "
+                                 "grader's budget")
+            else:
+                cell.outputs.append(error_output(KERNEL_DIED, "the kernel died while running this cell "
+                                                 "(os._exit, a crash, or memory beyond the cap)"))
+                self._stopped = (KERNEL_DIED, "not run: the kernel died in an earlier cell")
         except trusted.GraderAbort as abort:
             cell.outputs.append(error_output(abort.ename, abort.message))
         return cell, resources
@@ -171,32 +299,36 @@ class SandboxExecute(Execute):
     def judge_tests(self, resources) -> None:
         """Decide each test cell by running its whole source here (see coursekit.grading.judge.trusted)."""
         options = {"_SHOW_HIDDEN_INPUTS": self.show_hidden_inputs}
+        self._judge_cpu = time.process_time()
+        self._judge_memory = _resident()
         for cell, snapshot in self._pending:
             errors = [o for o in cell.outputs if o.output_type == "error"]
-            self._kernel_errors += [[o.ename, o.evalue[:200]] for o in errors]  # for the error flag
+            self._kernel_errors += [[o.ename[:40], o.evalue[:200]] for o in errors]  # for the error flag
             cell.outputs = [as_stdout(o) for o in cell.outputs if o.output_type != "error"]
             stopped = next((o.ename for o in errors if o.ename in (TIMED_OUT, KERNEL_DIED)), None)
             if stopped == TIMED_OUT:
-                failure = trusted.Failure(TIMED_OUT, f"运行超过 {self.timeout} 秒，已中断（死循环？）")
+                failure = trusted.Failure(TIMED_OUT, f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）")
             elif stopped == KERNEL_DIED:
                 failure = trusted.Failure(KERNEL_DIED, "内核在运行这个单元格时退出（os._exit、崩溃或内存超限）")
-            elif time.monotonic() > self._deadline:
+            elif self._notebook_over():
                 failure = trusted.Failure(TIMED_OUT, "没有运行：达到整本笔记本的时间上限"
-                                          f"（{self.notebook_timeout} 秒）")
+                                          f"（{self.notebook_timeout} 秒 CPU 时间）")
             else:
                 grade_id = cell.metadata.nbgrader.grade_id
                 failure = trusted.run_test_cell(self._tests[grade_id], grade_id, snapshot, self, options)
                 if failure is not None and failure.ename == KERNEL_DIED and not self.replay:
-                    return self.judge_in_replay(resources)  # it died after its test cells ran
+                    return self.judge_in_replay(resources)  # it died after its test cells ran, or while judged
+                if failure is not None and failure.ename == trusted.OverBudget.ename:
+                    self._over(failure.evalue.rsplit("超出评分预算：", 1)[-1])  # e.g. raised by the decoding
             if failure is not None:
                 cell.outputs.append(error_output(failure.ename, failure.evalue))
 
     def judge_in_replay(self, resources) -> None:
-        """The kernel died after the test cells (`exit()` in a later cell): run the notebook again
-        up to the last test cell in a fresh sandbox and take that run's verdicts."""
+        """The kernel died after the test cells (`exit()` in a later cell) or while they were judged: run
+        the whole notebook again in a fresh sandbox, judged after its last test cell, and take that
+        run's verdicts; its records are added to this run's (see record_run), none replaces another."""
         positions = [next(k for k, c in enumerate(self.nb.cells) if c is cell) for cell, _ in self._pending]
         again = nbformat.from_dict(copy.deepcopy(self.nb))
-        again.cells = again.cells[: max(positions) + 1]
         for cell in again.cells:
             if cell.cell_type == "code":
                 cell.outputs = []
@@ -209,76 +341,95 @@ class SandboxExecute(Execute):
         self._replay_findings = replay.findings
 
     def call(self, ref: int, payload: str) -> dict:
-        """trusted.Kernel: one call of a student's function, with the cell timeout."""
-        limit = min(self.timeout, max(1.0, self._deadline - time.monotonic()))
-        reply = self.ask("call", [int(ref), payload], limit)
+        """trusted.Kernel: one call of a student's function, within the cell's CPU limit and the judge's budgets."""
+        self._check_judge_budget()
+        reply = self.ask("call", [int(ref), payload])
         own_classes(reply.get("value") if isinstance(reply, dict) else None, self._own_classes)
+        self._check_judge_budget()
         return reply
 
-    def ask(self, helper: str, args: list | None = None, timeout: float | None = None) -> dict:
-        """Call a kernel_side helper (kernel_side.REQUEST); return its decoded JSON reply."""
-        return run_sync(self._async_ask)(helper, args or [], timeout or self.timeout)
+    def _check_judge_budget(self) -> None:
+        if time.process_time() - self._judge_cpu > self.judge_cpu_limit:
+            raise self._over(f"grader CPU for judging over {self.judge_cpu_limit:g} s")
+        if _resident() - self._judge_memory > self.judge_memory_limit:
+            raise self._over(f"grader memory for judging over {self.judge_memory_limit >> 20} MB")
 
-    async def _async_ask(self, helper: str, args: list, timeout: float) -> dict:
+    def ask(self, helper: str, args: list | None = None) -> dict:
+        """Call a kernel_side helper (kernel_side.REQUEST); return its JSON reply, read within the budgets
+        of trusted.read_reply, after at most `timeout` CPU seconds of the sandbox."""
+        return run_sync(self._async_ask)(helper, args or [])
+
+    async def _async_ask(self, helper: str, args: list) -> dict:
         if self._stopped and self._stopped[0] == KERNEL_DIED:
             raise trusted.KernelDied("内核已经退出，检查无法运行")
+        if self._stopped and self._stopped[0] == trusted.OverBudget.ename:
+            raise self._over(self._over_budget[-1])
         request = self.kc.session.msg(kernel_side.REQUEST, {"helper": helper, "args": args})
         self.kc.shell_channel.send(request)
         msg_id = request["header"]["msg_id"]
-        deadline, interrupted = time.monotonic() + timeout, False
+        start, wall_end, interrupted = self._cpu(), time.monotonic() + self.timeout * WALL_FACTOR, None
         while True:
-            wait = deadline - time.monotonic()
-            if wait <= 0:
-                if interrupted:  # the student's code ignores interrupts: end the sandbox
-                    await ensure_async(self.km.shutdown_kernel(now=True))
-                    self._stopped = (KERNEL_DIED, "not run: the kernel was stopped after a timeout")
-                    raise trusted.KernelTimeout(f"运行超过 {timeout:g} 秒，内核无法中断，已结束")
-                await ensure_async(self.km.interrupt_kernel())
-                deadline, interrupted = time.monotonic() + 5, True
-                continue
             try:
-                msg = await self.kc.shell_channel.get_msg(timeout=min(wait, 1.0))
+                msg = await self.kc.shell_channel.get_msg(timeout=POLL)
             except queue.Empty:
+                if await self._over_cap():
+                    await ensure_async(self.km.shutdown_kernel(now=True))
+                    self._stopped = (trusted.OverBudget.ename, "not run: over the grader's budget")
+                    raise self._over(f"kernel message bytes over {trusted.MAX_REPLY >> 20} MB") from None
                 if not await ensure_async(self.km.is_alive()):
                     self._stopped = (KERNEL_DIED, "not run: the kernel died in an earlier cell")
                     raise trusted.KernelDied("内核在检查时退出（os._exit、崩溃或内存超限）") from None
+                used = self._cpu() - start
+                if interrupted is None and (used > self.timeout or time.monotonic() > wall_end):
+                    await ensure_async(self.km.interrupt_kernel())
+                    interrupted, wall_end = used, time.monotonic() + self.timeout * WALL_FACTOR
+                elif interrupted is not None and (used > interrupted + self.timeout or time.monotonic() > wall_end):
+                    await ensure_async(self.km.shutdown_kernel(now=True))  # it ignores interrupts: end the sandbox
+                    self._stopped = (KERNEL_DIED, "not run: the kernel was stopped after a timeout")
+                    raise trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，内核无法中断，已结束") from None
                 continue
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
-            if interrupted:
-                raise trusted.KernelTimeout(f"运行超过 {timeout:g} 秒，已中断（死循环？）")
+            if interrupted is not None:
+                raise trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）")
             try:
-                reply = msg["content"]["reply"] if msg["msg_type"] == kernel_side.REPLY else None
-                if not isinstance(reply, str) or len(reply) > trusted.MAX_REPLY:
-                    raise ValueError("not a reply")
-                return json.loads(reply)
-            except (KeyError, TypeError, ValueError):
+                text = msg["content"]["reply"] if msg["msg_type"] == kernel_side.REPLY else None
+                return trusted.read_reply(text)
+            except trusted.OverBudget as over:
+                raise self._over(over.message.removeprefix("超出评分预算：")) from None
+            except (KeyError, TypeError, trusted.ReplyError):
                 raise trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）") from None
 
-    # ---- what the kernel and its sandbox report
+    # ---- what the kernel and its sandbox recorded
 
-    def collect_findings(self, manager: SandboxKernelManager, started: int) -> None:
-        """sandbox_violation and suspicious_code details: the kernel's records and processes left."""
-        violations, patched = [], []
-        if not (self._stopped and self._stopped[0] == KERNEL_DIED):
+    def record_run(self, manager: SandboxKernelManager, started: int) -> dict[str, list]:
+        """The records of the notebook's run, taken before the hidden checks: the supervisor's (outside
+        the kernel: kept even when the kernel died), the kernel's own report when it is alive, the
+        processes left and active content."""
+        report, tampered = {}, False
+        if not (self._stopped and self._stopped[0] == KERNEL_DIED) and manager.has_kernel:
             try:
                 report = self.ask("report")
-                for kind, detail in report.get("events", [])[:40]:
-                    (patched if kind in ("frames", "trace", "ctypes") else violations).append(f"{kind}: {detail}")
-                patched += [str(name) for name in report.get("patched", [])[:20]]
-            except (trusted.GraderAbort, AttributeError, TypeError, ValueError):
-                patched.append("the grader's helpers in the kernel")
-        patched += [f"returned its own {name}" for name in sorted(self._own_classes)]
-        if any(has_active_content(cell) for cell in self.nb.cells):
-            patched.append("active content in outputs or text (removed)")
-        if manager.sandboxed and manager.has_kernel:
-            left = len(manager.sandbox_processes()) - started
-            if left > 0:
-                violations.append(f"processes left: {left}")
-        again = self._replay_findings
-        self.findings = {"sandbox_violation": list(dict.fromkeys(violations + again.get("sandbox_violation", []))),
-                         "suspicious_code": list(dict.fromkeys(patched + again.get("suspicious_code", []))),
-                         "kernel_errors": self._kernel_errors + again.get("kernel_errors", [])}
+            except trusted.GraderAbort:
+                tampered = True
+        left = len(manager.sandbox_processes()) - started if manager.sandboxed and manager.has_kernel else 0
+        return findings_from(observed=read_observed(manager.observed), report=report, tampered=tampered,
+                             processes_left=left, active_content=any(has_active_content(c) for c in self.nb.cells),
+                             kernel_errors=[])
+
+    def record_judging(self, manager: SandboxKernelManager, observed_until: int) -> None:
+        """Add what happened while the hidden checks ran: the kinds the supervisor saw then (never their
+        details: the student's code had the hidden inputs), the classes returned, the budgets exceeded,
+        the test cells' kernel errors, and the replay's records."""
+        during = {kind for kind, _ in read_observed(manager.observed, start=observed_until)}
+        extra = findings_from(observed=[], report={}, tampered=False, processes_left=0, active_content=False,
+                              kernel_errors=self._kernel_errors, during_checks=sorted(during),
+                              own_classes=sorted(self._own_classes), over_budget=self._over_budget)
+        self.findings = {name: list(dict.fromkeys(self.findings.get(name, []) + extra.get(name, [])
+                                                  + self._replay_findings.get(name, [])))
+                         if name != "kernel_errors" else
+                         self.findings.get(name, []) + extra.get(name, []) + self._replay_findings.get(name, [])
+                         for name in ("sandbox_violation", "suspicious_code", OVER_BUDGET, "kernel_errors")}
 
     def check_teardown(self, manager: SandboxKernelManager) -> None:
         """No process of the sandbox may outlive its kernel; end any that did and say so."""
@@ -296,3 +447,9 @@ class SandboxExecute(Execute):
             self.findings.setdefault("sandbox_violation", []).append(
                 f"processes outlived the sandbox: {len(survivors)}, killed")
 
+
+
+def _resident() -> int:
+    """Bytes of memory this process holds now (its resident set)."""
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -14,6 +14,13 @@ The grader reaches the helpers only through shell messages of its own (`_answer_
 references with plain data) and `report()` (what the audit hook and the hook check saw).
 The kernel's helpers are on the untrusted side: student code can change any of them, which only
 changes its own results and its own flags. Replies are one JSON string in plain data (see trusted.py).
+
+Before any student code exists the kernel loads two seccomp filters that the grader built
+(coursekit.grading.sandbox.seccomp): one denies the syscalls a grading kernel never needs (ptrace,
+bpf, mount, unshare...), the other sends the file, program and network syscalls to a supervisor
+outside the kernel (`_supervise`, in the zygote's child that waits for the kernel), which writes
+what it saw to a file of the grader's: the record of what the student's code tried that no code
+in the kernel can switch off (the audit hook only adds detail).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ WATCHED_MODULES = ("math", "random", "json", "operator", "functools", "itertools
 SHELL_HOOKS = ("input_transformers_cleanup", "input_transformers_post", "ast_transformers")
 OWN_CALLBACK_MODULES = ("IPython", "ipykernel", "matplotlib_inline", "matplotlib")
 CONTROL_EXIT_WAIT = 10.0  # seconds; ipykernel's own flush timeout
+STREAM_CHUNK = 1 << 20    # characters of printed text per message
 
 _state: dict = {"armed": False, "events": [], "refs": [], "baseline": {}}
 
@@ -417,6 +425,21 @@ def _answer_requests() -> None:
     IPKernelApp.init_kernel = init_kernel_answering
 
 
+def _small_messages() -> None:
+    """Send what a cell prints in messages of at most STREAM_CHUNK characters: the grader drops any
+    message over its byte cap (trusted.MAX_REPLY) while reading it, and a print of 50 MB is honest."""
+    from ipykernel.iostream import OutStream
+
+    flush_buffers = OutStream._flush_buffers
+
+    def chunked(self):
+        for parent, data in flush_buffers(self):
+            for start in range(0, len(data), STREAM_CHUNK):
+                yield parent, data[start:start + STREAM_CHUNK]
+
+    OutStream._flush_buffers = chunked
+
+
 def _orderly_exit() -> None:
     """Make the kernel exit as soon as a shutdown_request has been answered and its output sent.
 
@@ -468,6 +491,12 @@ JOINED_NAMESPACES = ("ipc", "uts", "net", "cgroup", "pid", "mnt")  # mnt last: i
 NS_GET_PARENT = 0xB702         # ioctl(2) on a namespace file: the parent user namespace
 PR_CAPBSET_DROP = 24           # prctl(2)
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
+NOTIF_RECV, NOTIF_SEND = 0xC0502100, 0xC0182101  # SECCOMP_IOCTL_NOTIF_RECV / _SEND (linux/seccomp.h)
+NOTIF_SIZE, SECCOMP_USER_NOTIF_FLAG_CONTINUE = 80, 1
+MAX_OBSERVED = 200  # distinct records the supervisor writes for one kernel
+MAX_WATCHED = 100_000  # watched syscalls it answers; then it lets go, and the rest fail (ENOSYS)
 CAPS_V3 = 0x20080522           # capset(2): _LINUX_CAPABILITY_VERSION_3
 CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
 # The sandbox's PID 1 (bwrap --as-pid-1, `python -I -S -c REAPER`): it only reaps what the kernel
@@ -556,6 +585,140 @@ def _drop_privileges(uid: int | None) -> None:
         raise RuntimeError(f"privileges left after dropping them: {left} uid {os.getuid()}")
 
 
+def _load_filter(program: bytes, seccomp_nr: int, listener: bool = False) -> int:
+    """Load a BPF program (struct sock_filter[]) as this thread's seccomp filter (inherited by every
+    thread and process started later); with `listener`, return the notification fd of the filter."""
+    ctypes, libc = _libc()
+    buffer = ctypes.create_string_buffer(program, len(program))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Program(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    if listener:
+        result = libc.syscall(ctypes.c_long(seccomp_nr), ctypes.c_uint(SECCOMP_SET_MODE_FILTER),
+                              ctypes.c_uint(SECCOMP_FILTER_FLAG_NEW_LISTENER), ctypes.byref(prog))
+    else:
+        result = libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0)
+    if result < 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter not loaded")
+    return result
+
+
+def _read_string(mem: int, address: int) -> str:
+    """A NUL-terminated string of the watched process (at most 4096 bytes), read through /proc/PID/mem."""
+    try:
+        data = os.pread(mem, 4096, address)
+    except OSError:
+        return "?"
+    return os.fsdecode(data.split(b"\0", 1)[0])
+
+
+def _sockaddr(mem: int, address: int, length: int) -> str:
+    import struct
+
+    try:
+        data = os.pread(mem, min(max(length, 0), 128), address)
+    except OSError:
+        return "?"
+    family = struct.unpack_from("=H", data)[0] if len(data) >= 2 else -1
+    if family == socket.AF_INET and len(data) >= 8:
+        return f"{socket.inet_ntop(socket.AF_INET, data[4:8])}:{struct.unpack_from('!H', data, 2)[0]}"
+    if family == socket.AF_INET6 and len(data) >= 24:
+        return f"{socket.inet_ntop(socket.AF_INET6, data[8:24])}:{struct.unpack_from('!H', data, 2)[0]}"
+    if family == socket.AF_UNIX:
+        return os.fsdecode(data[2:].split(b"\0", 1)[0]) or "unix socket"
+    return f"family {family}"
+
+
+def _outside_all(path: str, allowed: list[str]) -> bool:
+    return not any(path == p or path.startswith(p.rstrip("/") + "/") for p in allowed)
+
+
+def _observed(kind: str, detail: str, allowed: list[str], scratch: list[str], cwd: str) -> str | None:
+    """The record of one watched syscall, or None when it only touched what the sandbox gives Python
+    (its environment, the kernel's import path, the scratch folders). In a scratch folder, a path in
+    a folder that does not exist there is recorded: a guess at the grader's files (/tmp/...)."""
+    if kind in ("file", "network") and (kind == "file" or detail.startswith("/")):
+        full = os.path.normpath(os.path.join(cwd, detail))
+        if _outside_all(full, allowed):
+            return full
+        if not _outside_all(full, scratch) and not os.path.isdir(os.path.dirname(full)) \
+                and not full.startswith(os.path.join(scratch[0], "ipykernel_")):  # ipykernel's files of the cells
+            return full
+        return None
+    if kind == "subprocess":
+        return os.path.basename(detail)
+    return detail
+
+
+def _supervise(listener: int, kernel: int, observed: int, host_proc: int, request: dict) -> None:
+    """Answer the watched syscalls of the kernel (and of its children) until it exits, writing one
+    line per new record to `observed` (a file of the grader's, outside the sandbox)."""
+    import fcntl
+    import select
+    import struct
+
+    config = request["config"]
+    watched = {int(k): v for k, v in config["seccomp"]["watched"].items()}  # nr -> [kind, path argument]
+    # and /etc, which C libraries read for their settings (fonts, names, time zone): the sandbox has none of it
+    allowed = config["allowed"] + [config.get("tmp", "/tmp"), "/etc"] + [p for p in sys.path if p.startswith("/")]
+    scratch = [config.get("tmp", "/tmp"), request["cwd"]]
+    done = os.pidfd_open(kernel)
+    seen: set[str] = set()
+    answered = 0
+    while True:
+        ready, _, _ = select.select([listener, done] if listener is not None else [done], [], [])
+        if listener is not None and answered >= MAX_WATCHED:  # its cost to the grader is bounded
+            os.close(listener)
+            listener = None
+            with contextlib.suppress(OSError):
+                os.write(observed, json.dumps(["budget", f"watched syscalls over {MAX_WATCHED}"]).encode() + b"\n")
+            continue
+        if listener is not None and listener in ready:
+            answered += 1
+            buffer = bytearray(NOTIF_SIZE)
+            try:
+                fcntl.ioctl(listener, NOTIF_RECV, buffer)
+            except OSError:
+                if done in ready:
+                    break
+                continue
+            notif_id, pid = struct.unpack_from("=QI", buffer)
+            nr = struct.unpack_from("=i", buffer, 16)[0]
+            args = struct.unpack_from("=6Q", buffer, 32)
+            kind, argument = watched.get(nr, ["other", -1])
+            record = None
+            try:
+                mem = os.open(f"{pid}/mem", os.O_RDONLY, dir_fd=host_proc)
+                try:
+                    if kind == "network":
+                        detail = _sockaddr(mem, args[1], args[2])
+                    else:
+                        detail = _read_string(mem, args[argument])
+                finally:
+                    os.close(mem)
+                cwd = os.readlink(f"{pid}/cwd", dir_fd=host_proc)
+                record = _observed(kind, detail, allowed, scratch, cwd)
+            except OSError:
+                record = None
+            # answered before anything is written: the syscall itself runs as if unwatched
+            with contextlib.suppress(OSError):
+                fcntl.ioctl(listener, NOTIF_SEND, struct.pack("=QqiI", notif_id, 0, 0,
+                                                             SECCOMP_USER_NOTIF_FLAG_CONTINUE))
+            if record is not None and len(seen) < MAX_OBSERVED:
+                line = json.dumps([kind, record[:200]]) + "\n"
+                if line not in seen:
+                    seen.add(line)
+                    with contextlib.suppress(OSError):
+                        os.write(observed, line.encode())
+        elif done in ready:
+            break
+    os.close(done)
+    if listener is not None:
+        os.close(listener)
+
+
 def _in_sandbox(request: dict, reply: int) -> None:
     """The kernel's process, just forked inside the sandbox: shed all the zygote gave it, then start."""
     config = request["config"]
@@ -563,14 +726,23 @@ def _in_sandbox(request: dict, reply: int) -> None:
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    if probe:  # keeps only the answer to the zygote
-        os.closerange(3, reply)
-        os.closerange(reply + 1, os.sysconf("SC_OPEN_MAX"))
-    else:
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    keep = sorted({fd for fd in (reply if probe else None, request.get("supervisor")) if fd is not None})
+    start = 3
+    for fd in keep:  # the answer to the zygote (probe) and the socket to the supervisor
+        os.closerange(start, fd)
+        start = fd + 1
+    os.closerange(start, os.sysconf("SC_OPEN_MAX"))
     os.setsid()
     os.chdir(request["cwd"])
     _drop_privileges(config.get("uid"))
+    filters = config.get("seccomp")
+    if filters:  # before any student code: nothing in this process can take a filter off again
+        import base64
+
+        _load_filter(base64.b64decode(filters["deny"]), filters["nr"])
+        listener = _load_filter(base64.b64decode(filters["watch"]), filters["nr"], listener=True)
+        socket.send_fds(socket.socket(fileno=request["supervisor"]), [b"L"], [listener])
+        os.close(listener)
     if probe:
         _probe(reply)
     _start_kernel(config, request["argv"])
@@ -589,7 +761,13 @@ def _probe(reply: int) -> None:
 def _enter(request: dict, reply: int) -> None:
     """In a child of the zygote: join the sandbox, fork the kernel into it (it is PID 2 there),
     answer the zygote, wait for the kernel, then kill the sandbox's init (see REAPER)."""
+    watching = bool(request["config"].get("seccomp"))
     try:
+        if watching:  # opened before joining: the grader's file and /proc, outside the sandbox
+            observed = os.open(request["observed"], os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            request["supervisor"] = theirs.fileno()
         init_fd = _join(request["init"], request["pid_namespace"])
         kernel = os.fork()
     except BaseException as exc:  # noqa: BLE001 - told to the grader in one line
@@ -600,9 +778,25 @@ def _enter(request: dict, reply: int) -> None:
             _in_sandbox(request, reply)
         finally:
             os._exit(1)
-    if not request["config"].get("probe"):
+    listener = None
+    if watching:
+        theirs.close()
+        mine.settimeout(60)
+        try:
+            _, fds, _, _ = socket.recv_fds(mine, 1, 1)
+            listener = fds[0] if fds else None
+        except OSError:
+            listener = None
+        mine.close()
+        if listener is None:  # the kernel could not load its filters: it never starts
+            with contextlib.suppress(OSError):
+                os.kill(kernel, signal.SIGKILL)
+            os.write(reply, b"the kernel could not load its seccomp filters\n")
+    if not request["config"].get("probe") and (listener is not None or not watching):
         os.write(reply, b"ok\n")
     os.close(reply)
+    if listener is not None:
+        _supervise(listener, kernel, observed, host_proc, request)
     _, status = os.waitpid(kernel, 0)
     with contextlib.suppress(OSError):
         signal.pidfd_send_signal(init_fd, signal.SIGKILL)
@@ -661,6 +855,7 @@ def _start_kernel(config: dict, argv: list[str]) -> None:
     sys.addaudithook(_audit)
     _lighter_start(config.get("sandboxed", False))
     _answer_requests()
+    _small_messages()
     _orderly_exit()
     sys.argv = ["ipykernel_launcher", *argv]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)

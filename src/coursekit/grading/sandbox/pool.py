@@ -4,6 +4,10 @@ Both take (student_id, sanitised notebook JSON) pairs from an iterator and yield
 (student_id, executed notebook JSON or None, failure message or None) as each finishes. Both keep a
 bounded number of notebooks in flight, so the class is streamed and memory does not grow with it.
 Dask is imported only by `DaskWorkers`, i.e. only when the instructor passes `--scheduler`.
+
+A local worker that spends longer than `student_wall_limit(config)` on one student (a watchdog far
+above the executor's own CPU-time and wall-clock limits, for a grader that hangs) is killed: that
+student fails with an OVER_BUDGET failure, the ones it had queued go to a new worker.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 
@@ -23,6 +28,15 @@ Task = tuple[str, str]
 Result = tuple[str, str | None, str | None]
 PER_WORKER = 2  # notebooks in flight per worker: the one running and the next, already sent
 SCHEDULER_TIMEOUT = "10s"  # Dask retries a refused connection until then
+OVER_BUDGET = "over_budget: "  # a failure that names the budget it exceeded (flag over_budget)
+WALL_FACTOR = 10  # as the executor's: its wall-clock backstops are this many times its CPU limits
+
+
+def student_wall_limit(config: Config) -> float:
+    """Seconds a worker may spend on one student: two whole runs (a replay) at the executor's
+    wall-clock backstop, and a minute more for starting and recording."""
+    section = config.get("SandboxExecute", {})
+    return 2.0 * section.get("notebook_timeout", 60) * WALL_FACTOR + 60
 
 
 def _failure(exc: BaseException) -> str:
@@ -67,14 +81,40 @@ class LocalWorkers:
     def __init__(self, jobs: int, config: Config):
         import coursekit.grading.sandbox.execute  # noqa: F401 (loaded once here, inherited by every worker)
 
-        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        self.config = config
+        self.wall_limit = student_wall_limit(config)
         self.workers = []
         for _ in range(jobs):
-            mine, theirs = context.Pipe()
-            process = context.Process(target=_serve, args=(theirs, config), daemon=True)
-            process.start()
-            theirs.close()
-            self.workers.append((process, mine, []))  # [] = student ids sent and not answered yet
+            self.workers.append(self._start("fork" if sys.platform.startswith("linux") else "spawn"))
+
+    def _start(self, method: str) -> tuple:
+        """A worker process: (process, its pipe, [(student id, task, time sent)] not answered yet)."""
+        context = multiprocessing.get_context(method)
+        mine, theirs = context.Pipe()
+        process = context.Process(target=_serve, args=(theirs, self.config), daemon=True)
+        process.start()
+        theirs.close()
+        return process, mine, []
+
+    def _watchdog(self) -> Iterator[Result]:
+        """Kill a worker whose oldest student has run past the wall limit; its other students go to a new one."""
+        now = time.monotonic()
+        for worker in list(self.workers):
+            process, conn, pending = worker
+            if pending and now - pending[0][2] > self.wall_limit:
+                process.terminate()  # SIGTERM: the worker kills its kernels, then itself
+                process.join(timeout=10)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+                conn.close()
+                self.workers.remove(worker)
+                yield pending[0][0], None, f"{OVER_BUDGET}wall clock per student over {self.wall_limit:g} s"
+                fresh = self._start("spawn")  # this process has threads now: no fork
+                self.workers.append(fresh)
+                for student_id, task, _ in pending[1:]:
+                    fresh[1].send(task)
+                    fresh[2].append((student_id, task, time.monotonic()))
 
     def map(self, tasks: Iterator[Task]) -> Iterator[Result]:
         tasks = iter(tasks)
@@ -87,23 +127,28 @@ class LocalWorkers:
                         more = False
                         break
                     conn.send(task)
-                    pending.append(task[0])
+                    pending.append((task[0], task, time.monotonic()))
             busy = {conn: pending for _, conn, pending in self.workers if pending}
             if not busy:
                 return
-            for conn in wait(list(busy)):
+            for conn in wait(list(busy), timeout=1.0):
                 try:
                     student_id, executed, failure = conn.recv()
                 except EOFError:  # the worker died: its notebooks fail, the class goes on without it
-                    for student_id in busy[conn]:
+                    for student_id, _, _ in busy[conn]:
                         yield student_id, None, "the grading worker died"
                     busy[conn].clear()
                     self.workers = [w for w in self.workers if w[1] is not conn]
                     if not self.workers:
                         raise CourseError("every grading worker died; see the messages above") from None
                     continue
-                busy[conn].remove(student_id)
+                done = next(k for k, entry in enumerate(busy[conn]) if entry[0] == student_id)
+                busy[conn].pop(done)
+                if done == 0 and busy[conn]:  # the next one starts now
+                    sid, task, _ = busy[conn][0]
+                    busy[conn][0] = (sid, task, time.monotonic())
                 yield student_id, executed, failure
+            yield from self._watchdog()
 
     def close(self) -> None:
         """Stop the workers: at once (SIGTERM: they kill their kernels) if notebooks are still running."""
