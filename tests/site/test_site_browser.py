@@ -23,6 +23,7 @@ PAGES = [
 def open_page(page: object, url: str) -> None:
     """Load a page and scroll through it as a reader would: MathJax typesets a formula (ui/lazy) and
     site.js draws a diagram when it comes near the viewport; wait until every visible formula is typeset."""
+    page.bring_to_front()  # a background tab gets no frames, so no IntersectionObserver callback (ui/lazy)
     page.goto(url, wait_until="networkidle")
     page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
     # every wait is bounded: an evaluate that awaits a promise has no Playwright timeout of its own
