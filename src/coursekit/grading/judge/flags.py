@@ -42,6 +42,7 @@ SUSPICIOUS = re.compile(r"\b(?:get_ipython|set_custom_exc|excepthook|__builtins_
                         r"subprocess|socket|os\.system|os\.fork|sqlite3|environ|sys\.executable|readlink)\b"
                         r"|/proc/")
 MAX_DETAILS = 8
+MAX_FLAG_TEXT = 240  # characters of the details one flag shows (the student chooses them)
 EXPECTED_ERRORS = ("AssertionError",)  # a failed check is a score, not an error
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 
@@ -135,8 +136,12 @@ def add_findings(flags: list[str], findings: dict) -> None:
         details = [str(d).replace(",", " ") for d in findings.get(name, []) if isinstance(d, str)]
         if not details:
             continue
-        shown = details[:MAX_DETAILS] + ([f"{len(details) - MAX_DETAILS} more"] if len(details) > MAX_DETAILS else [])
-        runtime = ", ".join(shown)
+        shown: list[str] = []
+        for d in details:  # at most MAX_DETAILS, and at most MAX_FLAG_TEXT characters after the first
+            if len(shown) == MAX_DETAILS or (shown and sum(len(s) + 2 for s in shown) + len(d) > MAX_FLAG_TEXT):
+                break
+            shown.append(d)
+        runtime = ", ".join(shown + ([f"{len(details) - len(shown)} more"] if len(details) > len(shown) else []))
         add_detail(flags, name, f"runtime: {runtime}" if any(flag_name(f) == name for f in flags) else runtime)
 
 def execution_flags(executed: NotebookNode, memory_note: str, kernel_errors: list | None = None) -> list[str]:

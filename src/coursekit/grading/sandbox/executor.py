@@ -425,7 +425,9 @@ class SandboxExecute(Execute):
         extra = findings_from(observed=[], report={}, tampered=False, processes_left=0, active_content=False,
                               kernel_errors=self._kernel_errors, during_checks=sorted(during),
                               own_classes=sorted(self._own_classes), over_budget=self._over_budget)
-        self.findings = {name: list(dict.fromkeys(self.findings.get(name, []) + extra.get(name, [])
+        # what happened during the hidden checks comes first: the run's own records (the self-checks
+        # call the student's function many times) must not push it past the flag's cap
+        self.findings = {name: list(dict.fromkeys(extra.get(name, []) + self.findings.get(name, [])
                                                   + self._replay_findings.get(name, [])))
                          if name != "kernel_errors" else
                          self.findings.get(name, []) + extra.get(name, []) + self._replay_findings.get(name, [])
