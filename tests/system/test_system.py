@@ -67,7 +67,8 @@ def test_postgres_from_path_else_the_newest_debian_folder(bare_machine, tmp_path
 def test_make_builds_without_browser_sandbox_or_database():
     build = {need.package for need in system.needs("figures")}
     assert build == {"npm", "python3-venv", "fonts-noto-cjk"}
-    assert {need.package for need in system.needs("test")} == build | {"chromium", "bubblewrap", "libseccomp2", "postgresql"}
+    test = {need.package for need in system.needs("test")}
+    assert test == build | {"chromium", "bubblewrap", "libseccomp2", "postgresql"}
 
 
 def machine_with_fonts_and_npm(bin_dir: Path) -> None:
