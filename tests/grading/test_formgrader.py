@@ -109,6 +109,24 @@ def test_a_submission_in_formgrader_works_with_the_network_blocked(browser, form
 
 @pytest.mark.browser
 @pytest.mark.slow
+def test_jupyterlab_in_the_formgrader_server_still_works(browser, formgrader_url):
+    """The policy covers formgrader, not JupyterLab: JupyterLab's settings plugin evaluates strings and
+    its page sets its config inline, so under formgrader's policy its menus never appeared."""
+    base, token, _ = formgrader_url
+    page = browser.new_page()
+    errors = []
+    page.on("console", lambda msg: "Content Security Policy" in msg.text and errors.append(msg.text))
+    try:
+        response = page.goto(f"{base}/lab?token={token}")
+        assert "script-src" not in response.headers.get("content-security-policy", "")  # Jupyter's own only
+        page.wait_for_selector(".lm-MenuBar-itemLabel", timeout=60_000)
+        assert errors == []
+    finally:
+        page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
 def test_formgrader_shows_the_students_vetoes_and_copy_flags(browser, formgrader_url, instructor_class):
     """Issue 27 item 8: s01 pasted the reference Q2 (copied_reference, instructor_class.py); a veto comment
     typed in formgrader shows on the page without `make report`."""

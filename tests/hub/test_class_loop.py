@@ -140,10 +140,11 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
         page.keyboard.press("Escape")
         assert "Assignment List" in items and "Formgrader" not in items, items
     # validation runs the notebook in the student's own server: alice's code passes (only the written
-    # answers are still empty), bob's fails on the one-element group (division by G - 1 = 0)
+    # answers are still empty), bob's sample variance fails a self-check with the grader's own reason
     alice_checked = student_works(alice, hub, "alice", RIGHT)
     assert "Validation Results" in alice_checked and "Error" not in alice_checked, alice_checked
-    assert "ZeroDivisionError" in student_works(bob, hub, "bob", WRONG)
+    bob_checked = student_works(bob, hub, "bob", WRONG)
+    assert "方差要用总体方差（除以 G），不是样本方差（除以 G-1）" in bob_checked, bob_checked
 
     # 3. the instructor collects, grades with the kit's sandboxed grader, grades the explanation by hand
     teacher.goto(f"{hub.base}/user/teacher/formgrader")

@@ -55,12 +55,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="npm folder holding mathjax/ (default: node_modules)")
 
 
+def safe_page_options(node_modules: Path = NODE_MODULES) -> list[str]:
+    """ServerApp options every server that shows formgrader needs: MathJax and the pages' scripts served
+    as /static/, and the Content-Security-Policy extension (also used by the hub's instructor server)."""
+    return [f"--ServerApp.extra_static_paths={node_modules.resolve()}", f"--ServerApp.extra_static_paths={STATIC}",
+            f"--ServerApp.jpserver_extensions={EXTENSION}=True"]
+
+
 def command(course: Course, port: int, token: str, node_modules: Path = NODE_MODULES) -> list[str]:
     """The JupyterLab command line: 127.0.0.1 only, this token, MathJax served from node_modules."""
     cmd = [sys.executable, "-m", "jupyter", "lab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
            "--ServerApp.port_retries=0", "--ServerApp.open_browser=False", f"--ServerApp.root_dir={course.root}",
-           f"--IdentityProvider.token={token}", f"--ServerApp.extra_static_paths={node_modules.resolve()}",
-           f"--ServerApp.extra_static_paths={STATIC}", f"--ServerApp.jpserver_extensions={EXTENSION}=True",
+           f"--IdentityProvider.token={token}", *safe_page_options(node_modules),
            "--ServerApp.log_level=WARN", "--LabApp.log_level=WARN"]  # start-up lines mask the token: ours is printed
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers often run as root

@@ -1,12 +1,13 @@
 """The Jupyter server extension `coursekit formgrader` loads (formgrader's Content-Security-Policy), and
 each student's flags and vetoes for formgrader's submission page.
 
-- CONTENT_SECURITY_POLICY goes in the server's tornado settings (`headers`), so every page and API reply
-  carries it: scripts only from the server itself, no inline script, no inline event handler, no
+- CONTENT_SECURITY_POLICY goes on every page and API reply of formgrader (FormgraderPolicy, a tornado
+  output transform; JupyterLab's own pages need eval and inline config, and sanitise notebooks
+  themselves): scripts only from the server itself, no inline script, no inline event handler, no
   plugin, no <base>, no framing by other sites. The submission page, where student text is shown, has
   no inline script left (templates/formgrade/: nbgrader's are moved to templates/static/). nbgrader's
   other pages (manage assignments, gradebook, students) pass their ids in inline scripts of the form
-  `var name = "value";` only (`NbgraderVariables` allows exactly those, by hash, page by page) and their
+  `var name = "value";` only (`FormgraderPolicy` allows exactly those, by hash, page by page) and their
   scripts write three fixed onclick handlers (allowed by hash: 'unsafe-hashes', NBGRADER_HANDLERS).
 - `page_flags`, a template filter for the submission page (templates/formgrade/formgrade_macros.html.j2):
   the student's flags from the last report (copy check included) and the vetoes of now: instructor
@@ -56,16 +57,24 @@ def allowed_inline_scripts(page: bytes) -> list[str]:
     return [csp_hash(body) for body in INLINE_SCRIPT.findall(page) if VARIABLES_ONLY.fullmatch(body)]
 
 
-class NbgraderVariables(OutputTransform):
-    """Adds the hashes of an HTML page's variables-only inline scripts to its Content-Security-Policy."""
+class FormgraderPolicy(OutputTransform):
+    """CONTENT_SECURITY_POLICY on formgrader's pages and API (not on JupyterLab's, whose settings plugin
+    evaluates strings and whose page sets its config inline), with the hashes of an HTML page's
+    variables-only inline scripts added."""
+
+    def __init__(self, request) -> None:  # noqa: ANN001 - tornado's HTTPServerRequest
+        super().__init__(request)
+        self.formgrader = "/formgrader" in request.path
 
     def transform_first_chunk(self, status_code, headers, chunk, finishing):
-        policy = headers.get("Content-Security-Policy", "")
-        if finishing and "script-src 'self'" in policy and headers.get("Content-Type", "").startswith("text/html"):
+        if not self.formgrader:
+            return status_code, headers, chunk
+        policy = CONTENT_SECURITY_POLICY
+        if finishing and headers.get("Content-Type", "").startswith("text/html"):
             hashes = allowed_inline_scripts(chunk)
             if hashes:
-                headers["Content-Security-Policy"] = policy.replace(
-                    "script-src 'self'", "script-src 'self' " + " ".join(hashes), 1)
+                policy = policy.replace("script-src 'self'", "script-src 'self' " + " ".join(hashes), 1)
+        headers["Content-Security-Policy"] = policy
         return status_code, headers, chunk
 
 
@@ -109,5 +118,4 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 def _load_jupyter_server_extension(serverapp) -> None:
     web_app = serverapp.web_app
-    web_app.settings.setdefault("headers", {})["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
-    web_app.transforms.insert(0, NbgraderVariables)
+    web_app.transforms.insert(0, FormgraderPolicy)

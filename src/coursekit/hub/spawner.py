@@ -28,6 +28,7 @@ from pathlib import Path
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Dict, Float, Integer, Unicode
 
+from coursekit.grading.formgrader import safe_page_options
 from coursekit.grading.sandbox.bubblewrap import _mkdirs, python_paths
 from coursekit.hub.limits import ServerLimits
 from coursekit.hub.settings import HubLayout
@@ -97,7 +98,7 @@ class ClassSpawner(LocalProcessSpawner):
         singleuser = [os.path.join(os.path.dirname(sys.executable), "jupyterhub-singleuser")]
         if self.is_instructor:
             root = self.layout.course
-            self.cmd = singleuser + [f"--ServerApp.root_dir={root}"]
+            self.cmd = singleuser + [f"--ServerApp.root_dir={root}", *safe_page_options()]
             if os.geteuid() == 0:
                 self.cmd.append("--ServerApp.allow_root=True")
             self.popen_kwargs = {"cwd": str(root)}
