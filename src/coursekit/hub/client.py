@@ -107,14 +107,19 @@ class UserSession:
         return out
 
 
+def hub_answers(base: str) -> bool:
+    """Whether the hub's API root on `base` answers 200."""
+    try:
+        return requests.get(f"{base.rstrip('/')}/hub/api/", timeout=5).status_code == 200
+    except requests.ConnectionError:
+        return False
+
+
 def wait_for_hub(base: str, timeout: float = 120) -> None:
     """Wait until the hub answers on `base` (its API root)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{base.rstrip('/')}/hub/api/", timeout=5).status_code == 200:
-                return
-        except requests.ConnectionError:
-            pass
+        if hub_answers(base):
+            return
         time.sleep(0.3)
     raise TimeoutError(f"no hub on {base} after {timeout} s")

@@ -206,17 +206,14 @@ def start(layout: HubLayout, settings: HubSettings, port: int | None) -> int:
 
 
 def _wait_until_up(url: str, process: subprocess.Popen, stopping, timeout: float = 180) -> None:  # noqa: ANN001
-    import requests
+    from coursekit.hub.client import hub_answers
 
     deadline = time.monotonic() + timeout
     while not stopping() and time.monotonic() < deadline:
         if process.poll() is not None:
             raise CourseError(f"JupyterHub exited with status {process.returncode}; see its log in build/hub/runtime")
-        try:
-            if requests.get(f"{url}hub/api/", timeout=5).status_code == 200:
-                return
-        except requests.ConnectionError:
-            pass
+        if hub_answers(url):
+            return
         time.sleep(0.3)
     if not stopping():
         raise CourseError(f"JupyterHub did not answer on {url} within {timeout:.0f} s; see build/hub/runtime")
