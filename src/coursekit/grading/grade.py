@@ -38,6 +38,7 @@ from tqdm import tqdm
 from traitlets.config import Config
 
 from coursekit.errors import CourseError
+from coursekit.grading.boundary import StudentStep
 from coursekit.grading.course import CONFIG_FILE, DEFAULT_ROOT, Course
 from coursekit.grading.intake.ingest import Entry, Ingest
 from coursekit.grading.intake.release import ensure_released
@@ -125,10 +126,7 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
         for student_id, executed, failure in pool.map(tasks(recorder, students, entries, running, regrade, bar)):
             with deferred_interrupt():  # a student is recorded completely or not at all
                 entry, key = running.pop(student_id)
-                try:
-                    entry.flags.extend(recorder.record(student_id, key, executed, failure))
-                except CourseError as exc:  # one student's notebook must not stop the class
-                    entry.flags.append(F.flag(F.ERROR, f"could not record the grades: {exc}"[:300]))
+                record_student(recorder, entry, key, executed, failure)
             bar.update()
     except KeyboardInterrupt:
         pool.close()  # stops the workers at once; their kernels are killed
@@ -186,17 +184,36 @@ def make_pool(scheduler: str | None, jobs: int, config: Config):
 def tasks(recorder: Recorder, students: Ingest, entries: list[Entry], running: dict[str, tuple[Entry, str]],
           regrade: bool, bar: tqdm) -> Iterator[tuple[str, str]]:
     """(student_id, sanitised notebook JSON) for each gradable student not graded from these files yet."""
-    for entry in students:
+    for entry in students:  # Ingest reads and prepares each notebook inside its own StudentStep
         entries.append(entry)
         if entry.gradable:
-            key = recorder.key(entry.student_id)
-            done = None if regrade else recorder.finished(entry.student_id, key)
-            if done is None:
+            done = task = None
+            with StudentStep(entry.flags, "nbgrader could not prepare the notebook for grading") as step:
+                key = recorder.key(entry.student_id)
+                done = None if regrade else recorder.finished(entry.student_id, key)
+                if done is None:
+                    task = entry.student_id, nbformat.writes(recorder.sanitize(entry.student_id))
+            if step.failed:
+                entry.gradable = False  # its row: the error flag, no points
+            elif task is not None:
                 running[entry.student_id] = (entry, key)
-                yield entry.student_id, nbformat.writes(recorder.sanitize(entry.student_id))
+                yield task
                 continue
-            entry.flags.extend(done)
+            else:
+                entry.flags.extend(done)
         bar.update()
+
+
+def record_student(recorder: Recorder, entry: Entry, key: str, executed: str | None, failure: str | None) -> None:
+    """Record one student's run inside the boundary. When recording what the worker ran fails, the
+    student is recorded as not run (a clean row of 0 automatic points, open to manual grading); when
+    that fails too, the row is the error flag alone."""
+    with StudentStep(entry.flags, "could not record the grades") as recording:
+        entry.flags.extend(recorder.record(entry.student_id, key, executed, failure))
+    if recording.failed:
+        with StudentStep([], "recording as not run") as fallback:
+            recorder.record(entry.student_id, key, None, "its run could not be recorded")
+        entry.gradable = not fallback.failed
 
 
 @contextmanager

@@ -38,6 +38,7 @@ import nbformat
 from nbformat.notebooknode import NotebookNode
 
 from coursekit.errors import CourseError
+from coursekit.grading.boundary import StudentStep
 from coursekit.grading.course import Course, Rubric
 from coursekit.grading.judge import flags as F
 
@@ -89,15 +90,24 @@ class Ingest:
 
     def __iter__(self) -> Iterator[Entry]:
         for student_id, candidates in self.found:
-            entry = select_notebook(student_id, candidates)
-            if entry.original is not None:
-                target = self.course.submitted_notebook(student_id)
-                if target.parent.parent.exists():
-                    shutil.rmtree(target.parent.parent)
-                target.parent.mkdir(parents=True)
-                nbformat.write(prepare(entry, self.release, self.course.rubric), target)
-                entry.original, entry.gradable = None, True
+            entry = Entry(student_id, ", ".join(c.label for c in candidates)[:MAX_LABEL * 2].replace(";", ","))
+            with StudentStep(entry.flags, "could not read the notebook") as reading:
+                entry = select_notebook(student_id, candidates)
+            if not reading.failed and entry.original is not None:
+                with StudentStep(entry.flags, "could not prepare the notebook"):
+                    self._write_prepared(entry)
+            entry.original = None
             yield entry
+
+    def _write_prepared(self, entry: Entry) -> None:
+        """The prepared copy in submitted/ (a failure leaves none: the student is then not graded)."""
+        target = self.course.submitted_notebook(entry.student_id)
+        if target.parent.parent.exists():
+            shutil.rmtree(target.parent.parent)
+        prepared = prepare(entry, self.release, self.course.rubric)
+        target.parent.mkdir(parents=True)
+        nbformat.write(prepared, target)
+        entry.gradable = True
 
 
 # ---------------------------------------------------------------- finding files

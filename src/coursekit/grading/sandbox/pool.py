@@ -23,6 +23,8 @@ from multiprocessing.connection import Connection, wait
 from traitlets.config import Config
 
 from coursekit.errors import CourseError
+from coursekit.grading.boundary import StudentStep, reason
+from coursekit.grading.judge.trusted import OverBudget
 
 Task = tuple[str, str]
 Result = tuple[str, str | None, str | None]
@@ -40,7 +42,10 @@ def student_wall_limit(config: Config) -> float:
 
 
 def _failure(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:200]
+    """One line for the student's row; a budget the judge enforced keeps its name (flag over_budget)."""
+    if isinstance(exc, OverBudget):
+        return OVER_BUDGET + " ".join(exc.message.split())[:200]
+    return reason(exc)
 
 
 def _serve(conn: Connection, config: Config) -> None:
@@ -64,10 +69,13 @@ def _serve(conn: Connection, config: Config) -> None:
             if task is None:
                 break
             student_id, notebook = task
-            try:
-                conn.send((student_id, runner.run(notebook), None))
-            except Exception as exc:  # one student's failure must not stop the class
-                conn.send((student_id, None, _failure(exc)))
+            result = None
+            with StudentStep([], "") as step:  # one student's failure, BaseException included, is its own
+                result = runner.run(notebook)
+            if step.failed:
+                conn.send((student_id, None, _failure(step.error)))
+            else:
+                conn.send((student_id, result, None))
     finally:
         runner.close()
 
@@ -110,45 +118,67 @@ class LocalWorkers:
                 conn.close()
                 self.workers.remove(worker)
                 yield pending[0][0], None, f"{OVER_BUDGET}wall clock per student over {self.wall_limit:g} s"
-                fresh = self._start("spawn")  # this process has threads now: no fork
-                self.workers.append(fresh)
-                for student_id, task, _ in pending[1:]:
-                    fresh[1].send(task)
-                    fresh[2].append((student_id, task, time.monotonic()))
+                self._resend(pending[1:])
 
     def map(self, tasks: Iterator[Task]) -> Iterator[Result]:
         tasks = iter(tasks)
         more = True
         while True:
-            for _, conn, pending in self.workers:
-                while more and len(pending) < PER_WORKER:
+            for worker in list(self.workers):
+                _, conn, pending = worker
+                while more and len(pending) < PER_WORKER and worker in self.workers:
                     task = next(tasks, None)
                     if task is None:
                         more = False
                         break
-                    conn.send(task)
+                    try:
+                        conn.send(task)
+                    except (OSError, ValueError) as exc:  # a dead worker's pipe: broken, reset or closed
+                        yield from self._lost(worker, f"the grading worker was gone ({reason(exc)})", [task])
+                        continue
                     pending.append((task[0], task, time.monotonic()))
-            busy = {conn: pending for _, conn, pending in self.workers if pending}
+            busy = {conn: worker for worker in self.workers for conn in [worker[1]] if worker[2]}
             if not busy:
                 return
             for conn in wait(list(busy), timeout=1.0):
+                worker = busy[conn]
+                pending = worker[2]
                 try:
                     student_id, executed, failure = conn.recv()
-                except EOFError:  # the worker died: its notebooks fail, the class goes on without it
-                    for student_id, _, _ in busy[conn]:
-                        yield student_id, None, "the grading worker died"
-                    busy[conn].clear()
-                    self.workers = [w for w in self.workers if w[1] is not conn]
-                    if not self.workers:
-                        raise CourseError("every grading worker died; see the messages above") from None
+                    done = next(k for k, entry in enumerate(pending) if entry[0] == student_id)
+                except Exception as exc:  # EOF, reset, a message that does not unpickle, or not ours
+                    why = "died" if isinstance(exc, EOFError) else f"disconnected ({reason(exc)})"
+                    yield from self._lost(worker, f"the grading worker {why}")
                     continue
-                done = next(k for k, entry in enumerate(busy[conn]) if entry[0] == student_id)
-                busy[conn].pop(done)
-                if done == 0 and busy[conn]:  # the next one starts now
-                    sid, task, _ = busy[conn][0]
-                    busy[conn][0] = (sid, task, time.monotonic())
+                pending.pop(done)
+                if done == 0 and pending:  # the next one starts now
+                    sid, task, _ = pending[0]
+                    pending[0] = (sid, task, time.monotonic())
                 yield student_id, executed, failure
             yield from self._watchdog()
+
+    def _lost(self, worker: tuple, why: str, unsent: list[Task] = ()) -> Iterator[Result]:
+        """A worker died or its pipe broke: the student it was running fails with `why`; the ones it had
+        queued (and `unsent`) go to a fresh worker, so a student who kills its worker costs no one else."""
+        process, conn, pending = worker
+        process.terminate()  # if still alive: it kills its kernels, then itself
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        conn.close()
+        self.workers.remove(worker)
+        if pending:
+            yield pending[0][0], None, why
+        self._resend([*pending[1:], *((task[0], task, 0.0) for task in unsent)])
+
+    def _resend(self, queued: list) -> None:
+        """A fresh worker (spawned: this process has threads now, so no fork) takes `queued`."""
+        fresh = self._start("spawn")
+        self.workers.append(fresh)
+        for student_id, task, _ in queued:
+            fresh[1].send(task)
+            fresh[2].append((student_id, task, time.monotonic()))
 
     def close(self) -> None:
         """Stop the workers: at once (SIGTERM: they kill their kernels) if notebooks are still running."""
@@ -205,11 +235,10 @@ class DaskWorkers:
             pass
         for future in futures:
             student_id = names.pop(future.key)
-            try:
+            executed = None
+            with StudentStep([], "") as step:  # raised on the worker: that student fails, the class goes on
                 _, executed = future.result()
-                yield student_id, executed, None
-            except Exception as exc:  # raised on the worker: that student fails, the class goes on
-                yield student_id, None, _failure(exc)
+            yield student_id, executed, _failure(step.error) if step.failed else None
             submit()
 
     def close(self) -> None:
