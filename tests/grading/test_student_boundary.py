@@ -1,0 +1,167 @@
+"""Issue 30, item 1: one student's failure is that student's row, never the class's.
+
+One class: two honest students around students whose notebook makes a per-student step fail —
+nbgrader's OverwriteCells ("Inconsistent checksums", nbgrader/preprocessors/overwritecells.py,
+preprocess_cell: a locked cell whose checksum, computed by nbgrader.utils.compute_checksum over the
+source AND the solution/grade/points flags, cannot be restored), its float() of a test cell's
+`points`, nbgrader's schema check (MetadataValidator.validate_cell, SchemaTooNewError), the judge's
+OverBudget (a BaseException) decoding a student's value whose dict keys collide, and grading workers
+that die or send bytes that do not unpickle in the middle of a student. `coursekit grade` exits 0 with
+a CSV, the honest students keep their scores, each crafted student has an error row on one line.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import multiprocessing
+import os
+
+import nbformat
+import pytest
+from attack_kinds import RAW
+from conftest import CELL_TIMEOUT, fresh_copy, read_rows
+from submission_kinds import _code, _extra, k_correct, solve
+
+from coursekit.cli import main
+from coursekit.grading.boundary import MAX_REASON, StudentStep
+from coursekit.grading.sandbox import pool
+
+pytestmark = pytest.mark.slow
+HONEST = ("a00_honest", "z99_honest")
+KILLED, GARBLED = "m05_worker_killed", "b01_worker_garbled"  # on the two forked workers (ids sort)
+
+
+def _test_cell(nb, grade_id: str):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def solution_flag_on_test_cell(nb):
+    k_correct(nb)
+    _test_cell(nb, "test_normal").metadata.nbgrader["solution"] = True  # checksum no longer restorable
+    return nb
+
+
+def points_as_text(nb):
+    k_correct(nb)
+    _test_cell(nb, "test_boundary").metadata.nbgrader["points"] = "lots"  # float("lots") in OverwriteCells
+    return nb
+
+
+def schema_too_new(nb):
+    k_correct(nb)
+    _test_cell(nb, "test_aggregation").metadata.nbgrader["schema_version"] = 99
+    return nb
+
+
+def colliding_keys(nb):
+    """`ratios` (a name a test cell reads from the student) sent raw as a dict whose keys share a hash."""
+    solve(nb)
+    _extra(nb, _code(nb), RAW + "ratios = Raw([{'$': 'dict', 'v': [[i * (2 ** 61 - 1) + 7, 0.0] "
+                                "for i in range(8000)]}])\n")
+    return nb
+
+
+CRAFTED = {"m01_solution_test": solution_flag_on_test_cell, "m02_points_text": points_as_text,
+           "m03_schema_too_new": schema_too_new, "m04_colliding_keys": colliding_keys,
+           KILLED: k_correct, GARBLED: k_correct}
+EXPECTED = {  # student: text in the one flag that says why it has no points
+    "m01_solution_test": "error(nbgrader could not prepare the notebook for grading: RuntimeError: "
+                         "Inconsistent checksums for cell test_normal)",
+    "m02_points_text": "error(nbgrader could not prepare the notebook for grading: ValueError: could not "
+                       "convert string to float: 'lots')",
+    "m03_schema_too_new": "nbgrader could not prepare the notebook for grading: ",
+    "m04_colliding_keys": "over_budget(reply dict keys colliding",
+    KILLED: "error(grader could not run the notebook: the grading worker ",  # died, or its pipe broke
+    GARBLED: "error(grader could not run the notebook: the grading worker disconnected (UnpicklingError",
+}
+
+
+class _Pipe:
+    """A worker's end of its pipe that, for the chosen students, kills the worker or garbles its reply."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def recv(self):
+        task = self.conn.recv()
+        if task and task[0] == KILLED:
+            os._exit(9)  # a worker that dies in the middle of a student
+        if task and task[0] == GARBLED:
+            self.conn.send_bytes(b"\x80\x04not a pickle")  # a reply the grader cannot read
+            os._exit(0)
+        return task
+
+    def send(self, item):
+        self.conn.send(item)
+
+
+@pytest.fixture(scope="module")
+def bounded_class(released_course, tmp_path_factory, request):
+    course = fresh_copy(released_course, tmp_path_factory.mktemp("boundary") / "course")
+    folder = tmp_path_factory.mktemp("boundary-lms")
+    base = nbformat.read(course.release_notebook, as_version=4)
+    for sid in HONEST:
+        (folder / f"{sid}.ipynb").write_text(json.dumps(k_correct(copy.deepcopy(base))), encoding="utf-8")
+    for sid, build in CRAFTED.items():
+        (folder / f"{sid}.ipynb").write_text(json.dumps(build(copy.deepcopy(base))), encoding="utf-8")
+    serve, start = pool._serve, pool.LocalWorkers._start
+
+    def forked_with_pipe(self, method):
+        """The first workers (forked) read through _Pipe; those the pool spawns after a loss are real."""
+        if method != "fork":
+            return start(self, method)
+        pool._serve = lambda conn, config: serve(_Pipe(conn), config)
+        try:
+            return start(self, method)
+        finally:
+            pool._serve = serve
+
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(pool.LocalWorkers, "_start", forked_with_pipe)
+    try:
+        code = main(["grade", str(folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT, "--jobs", "2"])
+    finally:
+        monkey.undo()
+    return code, read_rows(course.report_csv.read_text(encoding="utf-8")), multiprocessing.active_children()
+
+
+def test_the_class_gets_its_csv_and_exit_status_zero(bounded_class):
+    code, rows, _ = bounded_class
+    assert code == 0
+    assert set(rows) == {*HONEST, *CRAFTED}
+
+
+def test_honest_students_keep_their_scores_and_no_flags(bounded_class):
+    _, rows, _ = bounded_class
+    for sid in HONEST:
+        assert (rows[sid]["normal"], rows[sid]["boundary"], rows[sid]["aggregation"], rows[sid]["flags"]) == \
+            ("1.5", "1", "0.5", ""), rows[sid]
+
+
+@pytest.mark.parametrize("sid", CRAFTED)
+def test_each_crafted_student_has_its_own_row_with_a_one_line_reason(bounded_class, sid):
+    _, rows, _ = bounded_class
+    row = rows[sid]
+    assert float(row["auto_total"]) == 0, row
+    assert EXPECTED[sid] in row["flags"], row["flags"]
+    assert "\n" not in row["flags"] and "Traceback" not in row["flags"]
+
+
+def test_no_worker_outlives_the_run(bounded_class):
+    assert bounded_class[2] == []
+
+
+def test_the_boundary_catches_base_exceptions_but_not_ctrl_c():
+    class Budget(BaseException):
+        pass
+
+    flags: list[str] = []
+    with StudentStep(flags, "judging") as step:
+        raise Budget("line one\nline two " + "x" * 500)
+    assert step.failed and len(flags) == 1
+    assert flags[0].startswith("error(judging: Budget: line one line two xxx") and "\n" not in flags[0]
+    assert len(flags[0]) <= len("error(judging: )") + MAX_REASON
+    with pytest.raises(KeyboardInterrupt), StudentStep(flags, "judging"):
+        raise KeyboardInterrupt
+    assert len(flags) == 1
