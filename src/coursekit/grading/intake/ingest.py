@@ -351,6 +351,9 @@ def read_notebook(path: Path) -> tuple[NotebookNode | None, str]:
 def prepare(entry: Entry, release: NotebookNode, rubric: Rubric) -> NotebookNode:
     """Copy of the submission with grading cells adopted or put back; adds ingest flags to entry."""
     nb = copy.deepcopy(entry.original)
+    hidden = show_everything(nb)
+    if hidden:
+        entry.flags.append(F.flag(F.HIDDEN_CONTENT, ", ".join(hidden)[:F.MAX_FLAG_TEXT] + ", removed"))
     forged = drop_foreign_metadata(nb, release)
     entry.flags.extend(F.duplicate_grade_ids(nb))
     keep_last_grade_ids(nb)
@@ -370,6 +373,56 @@ def prepare(entry: Entry, release: NotebookNode, rubric: Rubric) -> NotebookNode
 
 def _grade_id(cell: NotebookNode) -> str | None:
     return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+# Metadata the grading reads or that only describes editing; everything else a student's notebook or cell
+# carries is dropped at ingest (KEPT_*), so no renderer's switch can hide graded code from the grader.
+KEPT_CELL_METADATA = {"nbgrader", "tags", "course_answer_id", "editable", "deletable", "trusted", "execution"}
+KEPT_NOTEBOOK_METADATA = {"kernelspec", "language_info"}
+# What hides source or outputs (named in the flag): nbconvert's templates drop the input of a cell with
+# transient.remove_source (templates/base/null.j2, set by TagRemovePreprocessor for remove_input_tags);
+# JupyterLab collapses jupyter.source_hidden / outputs_hidden; the classic notebook collapsed; the
+# hide_input extension hide_input / hide_output; Jupyter Book, MyST-NB and Quarto tags remove-*/hide-*
+# and cell options echo / include / output false.
+HIDING_KEYS = {("transient",), ("jupyter", "source_hidden"), ("jupyter", "outputs_hidden"), ("collapsed",),
+               ("hide_input",), ("hide_output",), ("hide_cell",), ("remove_input",), ("remove_cell",),
+               ("remove_output",), ("source_hidden",), ("outputs_hidden",)}
+HIDING_FALSE = {"echo", "include", "output"}  # Quarto's cell options: false hides
+HIDING_TAG = re.compile(r"(remove|hide|hidden)([-_ ]?(cell|input|inputs|output|outputs|source|code|stderr|"
+                        r"stdout|all))*", re.I)
+
+
+def show_everything(nb: NotebookNode) -> list[str]:
+    """Drop every notebook and cell metadata key outside KEPT_* and every hiding tag; return what hid
+    something (a true HIDING_KEYS value, a hiding tag, a false HIDING_FALSE option) as `cell N: key`."""
+    found = [f"notebook: {key}" for key in sorted(nb.metadata) if key not in KEPT_NOTEBOOK_METADATA
+             and (str(key).startswith(("hide", "remove")) and nb.metadata[key])]
+    for key in [k for k in nb.metadata if k not in KEPT_NOTEBOOK_METADATA]:
+        del nb.metadata[key]
+    for n, cell in enumerate(nb.cells, 1):
+        meta = cell.metadata
+        hiding = [".".join(path) for path in sorted(HIDING_KEYS) if _truthy(meta, path)]
+        hiding += [key for key in sorted(HIDING_FALSE) if key in meta and meta[key] is False]
+        tags = meta.get("tags")
+        if isinstance(tags, list):
+            gone = [t for t in tags if isinstance(t, str) and HIDING_TAG.fullmatch(t.strip())]
+            hiding += [f"tag {t[:40]}" for t in gone]
+            meta["tags"] = [t for t in tags if isinstance(t, str) and t not in gone]
+        elif tags is not None:
+            del meta["tags"]
+        for key in [k for k in meta if k not in KEPT_CELL_METADATA]:
+            del meta[key]
+        if hiding:
+            found.append(f"cell {n}: {' '.join(hiding)}")
+    return found
+
+
+def _truthy(meta: dict, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not isinstance(meta, dict) or key not in meta:
+            return False
+        meta = meta[key]
+    return bool(meta)
 
 
 def drop_foreign_metadata(nb: NotebookNode, release: NotebookNode) -> list[str]:

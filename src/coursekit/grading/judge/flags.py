@@ -33,6 +33,7 @@ UNSANDBOXED = "unsandboxed"
 VETO = "veto"
 COPIED_REFERENCE = "copied_reference"  # coursekit.grading.records.similarity: review only, never a score change
 SIMILAR_ANSWERS = "similar_answers"
+HIDDEN_CONTENT = "hidden_content"  # metadata that hid a cell's source or outputs from the grader, removed at ingest
 
 # Student code that could tamper with the grading kernel or reach outside it rather than solve the
 # exercise. Names only: flags for review, never security (that is the sandbox's job).
