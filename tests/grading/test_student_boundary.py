@@ -13,14 +13,17 @@ a CSV, the honest students keep their scores, each crafted student has an error 
 from __future__ import annotations
 
 import copy
+import html
 import json
 import multiprocessing
 import os
+import re
 import time
 
 import nbformat
 import pytest
 from attack_kinds import RAW
+from bs4 import BeautifulSoup
 from conftest import CELL_TIMEOUT, fresh_copy, read_rows
 from submission_kinds import _code, _extra, k_correct, solve
 
@@ -78,6 +81,33 @@ EXPECTED = {  # student: text in the one flag that says why it has no points
 }
 
 
+HIDDEN_CODE, IMAGE_MARKUP = "m07_hidden_code", "m08_image_markup"
+CODE_LINE = "var = sum((r - mean) ** 2 for r in rewards) / len(rewards)"
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+IMAGE_METADATA = {"width": '1" onerror="window.__ck=1', "unconfined": True, "needs_background": "light",
+                  "image/png": {"width": "1 onerror=window.__ck=1", "height": "1 style=position:fixed;inset:0"},
+                  "filenames": {"image/png": "x onerror=window.__ck=1"}}
+
+
+def hidden_code(nb):
+    """Right code whose exercise cell hides its source in nbconvert's export and in JupyterLab."""
+    k_correct(nb)
+    _code(nb).metadata.update({"transient": {"remove_source": True}, "jupyter": {"source_hidden": True}})
+    _code(nb).metadata["tags"] = [*_code(nb).metadata.get("tags", []), "remove-input"]
+    return nb
+
+
+def image_markup(nb):
+    """Right code that displays an image whose metadata carries attributes for the page."""
+    k_correct(nb)
+    _extra(nb, _code(nb), "from IPython.display import display\n"
+                          f"display({{'image/png': {PNG!r}}}, raw=True, metadata={IMAGE_METADATA!r})\n")
+    return nb
+
+
+SHOWN = {HIDDEN_CODE: hidden_code, IMAGE_MARKUP: image_markup}
+
+
 class _Pipe:
     """A worker's end of its pipe that, for the chosen students, kills the worker or garbles its reply."""
 
@@ -104,7 +134,7 @@ def bounded_class(released_course, tmp_path_factory, request):
     base = nbformat.read(course.release_notebook, as_version=4)
     for sid in HONEST:
         (folder / f"{sid}.ipynb").write_text(json.dumps(k_correct(copy.deepcopy(base))), encoding="utf-8")
-    for sid, build in CRAFTED.items():
+    for sid, build in {**CRAFTED, **SHOWN}.items():
         (folder / f"{sid}.ipynb").write_text(json.dumps(build(copy.deepcopy(base))), encoding="utf-8")
     serve, start = pool._serve, pool.LocalWorkers._start
 
@@ -124,17 +154,38 @@ def bounded_class(released_course, tmp_path_factory, request):
         code = main(["grade", str(folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT, "--jobs", "2"])
     finally:
         monkey.undo()
-    return code, read_rows(course.report_csv.read_text(encoding="utf-8")), multiprocessing.active_children()
+    pages = {sid: course.feedback_html(sid).read_text(encoding="utf-8") for sid in SHOWN}
+    return code, read_rows(course.report_csv.read_text(encoding="utf-8")), multiprocessing.active_children(), pages
 
 
 def test_the_class_gets_its_csv_and_exit_status_zero(bounded_class):
-    code, rows, _ = bounded_class
+    code, rows, *_ = bounded_class
     assert code == 0
-    assert set(rows) == {*HONEST, *CRAFTED}
+    assert set(rows) == {*HONEST, *CRAFTED, *SHOWN}
+
+
+def test_hidden_code_is_shown_in_the_feedback_and_flagged(bounded_class):
+    _, rows, _, pages = bounded_class
+    assert (rows[HIDDEN_CODE]["auto_total"], rows[HIDDEN_CODE]["flags"].split("(")[0]) == ("3", "hidden_content")
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", pages[HIDDEN_CODE])).split())
+    assert CODE_LINE in text
+
+
+def test_image_metadata_gives_the_feedback_page_no_attribute(bounded_class):
+    _, rows, _, pages = bounded_class
+    assert rows[IMAGE_MARKUP]["auto_total"] == "3"
+    images = [img for img in BeautifulSoup(pages[IMAGE_MARKUP], "html.parser").find_all("img")
+              if PNG[:40] in img.get("src", "")]
+    assert len(images) == 1, pages[IMAGE_MARKUP][:2000]
+    assert set(images[0].attrs) <= {"src", "class", "alt"}, images[0].attrs  # alt: nbconvert's own
+    assert images[0].get("class", []) == []
+    live = [str(e)[:120] for e in BeautifulSoup(pages[IMAGE_MARKUP], "html.parser").find_all(True)
+            if any(name.startswith("on") or "__ck" in str(value) for name, value in e.attrs.items())]
+    assert live == []  # the code that displayed it is shown as text, never as an attribute
 
 
 def test_honest_students_keep_their_scores_and_no_flags(bounded_class):
-    _, rows, _ = bounded_class
+    _, rows, *_ = bounded_class
     for sid in HONEST:
         assert (rows[sid]["normal"], rows[sid]["boundary"], rows[sid]["aggregation"], rows[sid]["flags"]) == \
             ("1.5", "1", "0.5", ""), rows[sid]
@@ -142,7 +193,7 @@ def test_honest_students_keep_their_scores_and_no_flags(bounded_class):
 
 @pytest.mark.parametrize("sid", CRAFTED)
 def test_each_crafted_student_has_its_own_row_with_a_one_line_reason(bounded_class, sid):
-    _, rows, _ = bounded_class
+    _, rows, *_ = bounded_class
     row = rows[sid]
     assert float(row["auto_total"]) == 0, row
     assert EXPECTED[sid] in row["flags"], row["flags"]

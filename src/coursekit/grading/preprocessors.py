@@ -107,6 +107,8 @@ def has_active_content(cell: NotebookNode) -> bool:
             return True
         if any(_is_active(v if isinstance(v, str) else "".join(v)) for m, v in data.items() if m in SANITIZED_MIME):
             return True
+        if _is_active(repr(output.get("metadata", {}))):  # e.g. an image's width: '1 onerror=...'
+            return True
     return False
 
 
@@ -197,7 +199,41 @@ def clean_markdown(text: str) -> str:
     return re.sub(r"(?m)^( {0,3}\[[^\]]+\]):\s*(\S*)", guard, text)
 
 
+IMAGE_MIME = {"image/png", "image/jpeg", "image/gif"}
+SIZE_KEYS = ("width", "height")
+MAX_SIZE = 100_000  # pixels: an image's width or height a page may be asked for
+
+
+def clean_output_metadata(output: NotebookNode) -> None:
+    """An output's metadata keeps only numeric image sizes: nbconvert writes `width=` and `height=`
+    unquoted into the <img> tag (templates lab/base.html.j2, classic/base.html.j2: `get_metadata`,
+    which reads metadata[mime][key], then metadata[key]), and turns `unconfined`, `needs_background`
+    and `filenames` into classes and the image's src. Everything else a student's code put there
+    (`width: '1 onerror=...'`, `style=`, any other key) is dropped."""
+    if "metadata" not in output:
+        return
+    old = output.metadata if isinstance(output.metadata, dict) else {}
+    kept = NotebookNode()
+    for key in SIZE_KEYS:
+        if _pixels(old.get(key)) is not None:
+            kept[key] = _pixels(old[key])
+    for mime in IMAGE_MIME & set(output.get("data", {})):
+        sizes = old.get(mime)
+        sizes = {key: _pixels(sizes.get(key)) for key in SIZE_KEYS} if isinstance(sizes, dict) else {}
+        if any(v is not None for v in sizes.values()):
+            kept[mime] = NotebookNode({k: v for k, v in sizes.items() if v is not None})
+    output.metadata = kept
+
+
+def _pixels(value: object) -> int | float | None:
+    """A finite, positive number of pixels (not a bool, not text), else None."""
+    if type(value) in (int, float) and 0 < value <= MAX_SIZE:
+        return value
+    return None
+
+
 def sanitize_output(output: NotebookNode) -> NotebookNode:
+    clean_output_metadata(output)
     if "data" not in output:
         return output
     removed = []
