@@ -10,7 +10,7 @@ LESSON_ARG := $(if $(LESSON),--lesson $(LESSON))
 # SYSTEM_FLAGS=--check: only look for the system packages, install nothing
 
 .PHONY: all setup system-setup system-figures system-test branches figures editor release grade check report \
-        formgrader export demo site lab student-bundle test lint bench clean hub hub-stop test-hub
+        formgrader export demo site lab student-bundle test lint bench fuzz clean hub hub-stop test-hub
 
 all: branches figures release site
 
@@ -84,6 +84,16 @@ test: system-test
 	$(PY) -m ruff check src tests bench
 	.venv/bin/lint-imports --config pyproject.toml  # the trust boundary: judge/ and records/ never import sandbox/
 	$(PY) -m pytest -q
+
+# ---- the submission fuzzer's long run (tests/grading/test_notebook_fuzz.py; `make test` runs a bounded one):
+# FUZZ_EXAMPLES mutants through ingest and nbgrader's sanitising steps, FUZZ_BATCHES classes of FUZZ_BATCH
+# mutants graded with kernels; a finding stops it with the mutant to add as an @example
+FUZZ_EXAMPLES ?= 20000
+FUZZ_BATCHES ?= 10
+FUZZ_BATCH ?= 8
+fuzz: system-test
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_BATCHES=$(FUZZ_BATCHES) FUZZ_BATCH=$(FUZZ_BATCH) \
+	  $(PY) -m pytest -q -s --timeout 0 -p no:cacheprovider tests/grading/test_notebook_fuzz.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench

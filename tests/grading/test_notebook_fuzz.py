@@ -43,9 +43,9 @@ from coursekit.grading.intake.ingest import HIDING_TAG, KEPT_CELL_METADATA, Inge
 from coursekit.grading.records.record import Recorder
 
 pytestmark = pytest.mark.slow
-FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
+FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "120"))
 FUZZ_BATCHES = int(os.environ.get("FUZZ_BATCHES", "1"))
-FUZZ_BATCH = int(os.environ.get("FUZZ_BATCH", "6"))
+FUZZ_BATCH = int(os.environ.get("FUZZ_BATCH", "4"))
 LONG = FUZZ_EXAMPLES > 1000
 HONEST = ("a00_honest", "z99_honest")
 SLOW_OK = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -83,6 +83,8 @@ class CheapLayer:
         bar = tqdm(disable=True)
         sent = list(tasks(self.recorder, Ingest(self.course, folder), entries, running, True, bar))
         self.count += 1
+        if LONG and self.count % 1000 == 0:
+            print(f"cheap layer: {self.count} mutants", file=sys.stderr, flush=True)
         [entry] = entries
         assert all("\n" not in f for f in entry.flags), entry.flags
         if not sent:
