@@ -216,6 +216,7 @@ def test_the_markup_check_sees_an_attribute_or_a_script_but_not_escaped_text(tmp
     page = tmp_path / "p.html"
     page.write_text(f"<pre>&lt;img onerror={MARKER}()&gt;</pre><img src=x alt=ok>", encoding="utf-8")
     assert student_markup(page) == []
-    for live in (f"<img src=x onerror={MARKER}()>", f"<script>{MARKER}</script>", f"<a href='javascript:{MARKER}'>x</a>"):
+    for live in (f"<img src=x onerror={MARKER}()>", f"<script>{MARKER}</script>",
+                 f"<a href='javascript:{MARKER}'>x</a>"):
         page.write_text(live, encoding="utf-8")
         assert student_markup(page) != [], live

@@ -144,7 +144,8 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     if vetoed:  # an automatic veto (deleted_asserts): the page the recorder wrote shows the uncapped score
         writer = FeedbackWriter(course)
         for row in vetoed:
-            writer.write(row.student_id, vetoes=row.veto_reasons, cap=row.veto_cap)
+            with StudentStep(row.flags, "could not rewrite the feedback"):  # the page keeps the recorder's
+                writer.write(row.student_id, vetoes=row.veto_reasons, cap=row.veto_cap)
     return rows
 
 
