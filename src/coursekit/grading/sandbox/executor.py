@@ -35,9 +35,9 @@ from coursekit.grading.judge.verdicts import (
     KERNEL_DIED,
     OVER_BUDGET,
     TIMED_OUT,
-    as_stdout,
     error_output,
     findings_from,
+    kernel_text,
     own_classes,
     read_observed,
     test_sources,
@@ -141,6 +141,7 @@ class SandboxExecute(Execute):
         self._over_budget: list[str] = []
         self._kept: dict[int, int] = {}
         self._cell_timed_out = False
+        self._solution_names: dict = {}  # the student's names as the last answer cell left them
         self._replay_findings: dict[str, list] = {}
         self.findings: dict[str, list] = {}
         self._tests = test_sources(resources, nb)
@@ -269,8 +270,10 @@ class SandboxExecute(Execute):
         try:
             if test is None:
                 super().preprocess_cell(cell, resources, index)
+                if cell.metadata.get("nbgrader", {}).get("solution") is True:
+                    self._solution_names = self.ask("snapshot")  # the data this answer cell produced
             else:
-                snapshot = self.ask("snapshot")  # the student's names as this cell finds them
+                snapshot = own_data(self.ask("snapshot"), self._solution_names)
                 source = cell.source
                 cell.source = visible_test_code(test)  # the kernel never receives hidden test text
                 try:
@@ -304,7 +307,7 @@ class SandboxExecute(Execute):
         for cell, snapshot in self._pending:
             errors = [o for o in cell.outputs if o.output_type == "error"]
             self._kernel_errors += [[o.ename[:40], o.evalue[:200]] for o in errors]  # for the error flag
-            cell.outputs = [as_stdout(o) for o in cell.outputs if o.output_type != "error"]
+            cell.outputs = kernel_text(cell.outputs)
             stopped = next((o.ename for o in errors if o.ename in (TIMED_OUT, KERNEL_DIED)), None)
             if stopped == TIMED_OUT:
                 failure = trusted.Failure(TIMED_OUT, f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）")
@@ -337,16 +340,28 @@ class SandboxExecute(Execute):
         replay.preprocess(again, copy.deepcopy(resources))
         for position, (cell, _) in zip(positions, self._pending, strict=True):
             verdict = [o for o in again.cells[position].outputs if o.output_type == "error"]
-            cell.outputs = [as_stdout(o) for o in cell.outputs if o.output_type != "error"] + verdict
+            cell.outputs = kernel_text(cell.outputs) + verdict
         self._replay_findings = replay.findings
 
-    def call(self, ref: int, payload: str) -> dict:
-        """trusted.Kernel: one call of a student's function, within the cell's CPU limit and the judge's budgets."""
+    def calls(self, batch: list[tuple[int, str]]) -> list:
+        """trusted.Kernel: a batch of calls of the student's functions in one request. Each call may use
+        `timeout` CPU seconds (the kernel stops it itself; the grader interrupts the batch past
+        `timeout` seconds per call, and ends the kernel if it goes on as long again); the reply is read
+        within the judge's budgets."""
         self._check_judge_budget()
-        reply = self.ask("call", [int(ref), payload])
-        own_classes(reply.get("value") if isinstance(reply, dict) else None, self._own_classes)
+        replies = self._request("calls", [self.timeout, [[int(ref), payload] for ref, payload in batch]],
+                                self.timeout * len(batch))
         self._check_judge_budget()
-        return reply
+        if not isinstance(replies, list):
+            raise trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")
+        answers: list = []
+        for reply in replies[: len(batch)]:
+            if not isinstance(reply, dict) or reply.get("timeout") is True:
+                answers.append(trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）"))
+                break  # the kernel runs no call after a timeout
+            own_classes(reply.get("value"), self._own_classes)
+            answers.append(reply)
+        return answers
 
     def _check_judge_budget(self) -> None:
         if time.process_time() - self._judge_cpu > self.judge_cpu_limit:
@@ -357,9 +372,14 @@ class SandboxExecute(Execute):
     def ask(self, helper: str, args: list | None = None) -> dict:
         """Call a kernel_side helper (kernel_side.REQUEST); return its JSON reply, read within the budgets
         of trusted.read_reply, after at most `timeout` CPU seconds of the sandbox."""
-        return run_sync(self._async_ask)(helper, args or [])
+        return self._request(helper, args or [], self.timeout)
 
-    async def _async_ask(self, helper: str, args: list) -> dict:
+    def _request(self, helper: str, args: list, cpu_limit: float):
+        """One request to the kernel: its reply; interrupted after `cpu_limit` CPU seconds of the sandbox
+        (or ten times `timeout` seconds of waiting), the kernel ended when it goes on `timeout` more."""
+        return run_sync(self._async_request)(helper, args, cpu_limit)
+
+    async def _async_request(self, helper: str, args: list, cpu_limit: float):
         if self._stopped and self._stopped[0] == KERNEL_DIED:
             raise trusted.KernelDied("内核已经退出，检查无法运行")
         if self._stopped and self._stopped[0] == trusted.OverBudget.ename:
@@ -380,7 +400,7 @@ class SandboxExecute(Execute):
                     self._stopped = (KERNEL_DIED, "not run: the kernel died in an earlier cell")
                     raise trusted.KernelDied("内核在检查时退出（os._exit、崩溃或内存超限）") from None
                 used = self._cpu() - start
-                if interrupted is None and (used > self.timeout or time.monotonic() > wall_end):
+                if interrupted is None and (used > cpu_limit or time.monotonic() > wall_end):
                     await ensure_async(self.km.interrupt_kernel())
                     interrupted, wall_end = used, time.monotonic() + self.timeout * WALL_FACTOR
                 elif interrupted is not None and (used > interrupted + self.timeout or time.monotonic() > wall_end):
@@ -449,6 +469,18 @@ class SandboxExecute(Execute):
             self.findings.setdefault("sandbox_violation", []).append(
                 f"processes outlived the sandbox: {len(survivors)}, killed")
 
+
+
+def own_data(now: object, solution: object) -> dict:
+    """The names a test cell is judged with: functions, classes and modules as the cell finds them
+    (they are called), plain data as the last answer cell (nbgrader solution cell) left it: points
+    for data need the student's own answer cell to have produced it, not a value set elsewhere."""
+    def by_kind(snapshot: object, references: bool) -> dict:
+        if not isinstance(snapshot, dict):
+            return {}
+        return {name: entry for name, entry in snapshot.items()
+                if (isinstance(entry, dict) and entry.get("$") in ("callable", "module")) == references}
+    return {**by_kind(solution, False), **by_kind(now, True)}
 
 
 def _resident() -> int:

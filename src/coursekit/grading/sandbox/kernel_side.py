@@ -10,8 +10,8 @@ the sandbox's init (PID 1), started by bwrap, and `main()` in one of two roles:
 Then the kernel installs an audit hook, disarmed until the kernel's exec_lines call `arm()` (the
 kernel's own start-up is not recorded), and runs ipykernel in its process (see `_lighter_start`).
 The grader reaches the helpers only through shell messages of its own (`_answer_requests`):
-`snapshot()` (the student's names as plain data or references), `call()` (one of those
-references with plain data) and `report()` (what the audit hook and the hook check saw).
+`snapshot()` (the student's names as plain data or references), `calls()` (a batch of calls of
+those references with plain data) and `report()` (what the audit hook and the hook check saw).
 The kernel's helpers are on the untrusted side: student code can change any of them, which only
 changes its own results and its own flags. Replies are one JSON string in plain data (see trusted.py).
 
@@ -158,12 +158,25 @@ def _builtin_base(exc: BaseException) -> str:
     return "Exception"
 
 
-def call(ref: int, payload: str) -> _Reply:
-    """Call a referenced function with the grader's plain data; the result and the arguments after."""
+class _CallTimeout(BaseException):
+    """Raised in the student's function when its call has used the CPU seconds it may."""
+
+
+def _call(ref: int, payload: str, limit: float) -> dict:
+    """Call a referenced function with the grader's plain data: the result and the arguments after,
+    or {"timeout": true} when it used `limit` CPU seconds or was interrupted (by the grader)."""
     data = json.loads(payload)
     args = decode(data["args"])
     kwargs = {k: decode(v) for k, v in data["kwargs"].items()}
     reply: dict = {}
+    stopped: list[bool] = []
+
+    def stop(signum, frame):
+        stopped.append(True)
+        raise _CallTimeout
+
+    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGPROF, signal.SIGINT)}
+    signal.setitimer(signal.ITIMER_PROF, limit)
     try:
         reply["value"] = _encoded(_state["refs"][ref](*args, **kwargs))
         reply["ok"] = True
@@ -171,9 +184,26 @@ def call(ref: int, payload: str) -> _Reply:
         reply["ok"] = False
         reply["raised"] = _builtin_base(exc)
         reply["blank"] = isinstance(exc, NameError) and getattr(exc, "name", None) == BLANK
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if stopped:
+        return {"timeout": True}
     reply["args"] = [_encoded(a) for a in args]
     reply["kwargs"] = {k: _encoded(v) for k, v in kwargs.items()}
-    return _Reply(reply)
+    return reply
+
+
+def calls(limit: float, batch: list) -> _Reply:
+    """The grader's calls [[ref, payload]...] in order, one reply each (see `_call`); a call that timed
+    out is the last one run."""
+    replies = []
+    for ref, payload in batch:
+        replies.append(_call(ref, payload, limit))
+        if replies[-1].get("timeout"):
+            break
+    return _Reply(replies)
 
 
 def report() -> _Reply:
@@ -398,7 +428,7 @@ def _lighter_start(sandboxed: bool) -> None:
 
 
 def _answer_requests() -> None:
-    """Let the grader call `snapshot`, `call` and `report` with a shell message of its own
+    """Let the grader call `snapshot`, `calls` and `report` with a shell message of its own
     (REQUEST, answered by REPLY {"reply": <JSON text>}) rather than a silent execute_request with a
     user expression: no cell run, history, events or display formatting for each of the ~50 calls of
     the hidden checks, which was half of the kernel's CPU per call. ipykernel's dispatch still sets
@@ -406,7 +436,7 @@ def _answer_requests() -> None:
     from ipykernel.kernelapp import IPKernelApp
 
     init_kernel = IPKernelApp.init_kernel
-    helpers = {"snapshot": snapshot, "call": call, "report": report}
+    helpers = {"snapshot": snapshot, "calls": calls, "report": report}
 
     def init_kernel_answering(self) -> None:
         init_kernel(self)
@@ -850,7 +880,7 @@ def _start_kernel(config: dict, argv: list[str]) -> None:
     _state["allowed"] = config["allowed"]
     _state["cell_prefix"] = os.path.join(config.get("tmp", "/tmp"), "ipykernel_")
     sys.modules["_coursekit_kernel"] = module = types.ModuleType("_coursekit_kernel")
-    for helper in (arm, snapshot, call, report):
+    for helper in (arm, snapshot, calls, report):
         setattr(module, helper.__name__, helper)
     sys.addaudithook(_audit)
     _lighter_start(config.get("sandboxed", False))
