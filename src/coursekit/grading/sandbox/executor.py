@@ -17,6 +17,7 @@ import contextlib
 import copy
 import os
 import queue
+import re
 import signal
 import time
 
@@ -45,7 +46,7 @@ from coursekit.grading.judge.verdicts import (
 from coursekit.grading.preprocessors import has_active_content
 from coursekit.grading.sandbox import kernel_side
 from coursekit.grading.sandbox.bubblewrap import KernelZygote, Limits, SandboxKernelManager, processes_in, reap
-from coursekit.lesson import visible_test_code
+from coursekit.lesson import SELF_CHECK_BLOCK, visible_test_code
 
 GIB = 1 << 30
 KERNEL = "__import__('sys').modules['_coursekit_kernel']"
@@ -142,6 +143,7 @@ class SandboxExecute(Execute):
         self._kept: dict[int, int] = {}
         self._cell_timed_out = False
         self._solution_names: dict = {}  # the student's names as the last answer cell left them
+        self._looped: set[str] = set()  # statements that used a cell's CPU limit (stripped lines)
         self._replay_findings: dict[str, list] = {}
         self.findings: dict[str, list] = {}
         self._tests = test_sources(resources, nb)
@@ -274,16 +276,24 @@ class SandboxExecute(Execute):
                     self._solution_names = self.ask("snapshot")  # the data this answer cell produced
             else:
                 snapshot = own_data(self.ask("snapshot"), self._solution_names)
-                source = cell.source
-                cell.source = visible_test_code(test)  # the kernel never receives hidden test text
-                try:
-                    super().preprocess_cell(cell, resources, index)
-                finally:
-                    cell.source = source
+                # the kernel never receives hidden test text, nor the self-checks: the judge runs them, once
+                visible = SELF_CHECK_BLOCK.sub("", visible_test_code(test)).strip("\n")
+                if self._looped & {line.strip() for line in visible.split("\n")}:
+                    cell.outputs.append(error_output(TIMED_OUT, "not run: a check of this cell used the CPU limit "
+                                                     f"({self.timeout} s) in an earlier cell"))
+                else:
+                    source = cell.source
+                    cell.source = visible
+                    try:
+                        super().preprocess_cell(cell, resources, index)
+                    finally:
+                        cell.source = source
                 self._pending.append((cell, snapshot))
             if self._cell_timed_out:
                 cell.outputs.append(error_output(TIMED_OUT, f"the cell used more than {self.timeout} s of CPU "
                                                  "time and was interrupted"))
+                if test is None:  # its checks are not run again (the test cells' visible lines are its own)
+                    self._looped.update(interrupted_statement(cell))
         except (DeadKernelError, trusted.KernelDied):
             if self._over_budget:
                 cell.outputs.append(error_output(trusted.OverBudget.ename, self._over_budget[-1]))
@@ -469,6 +479,23 @@ class SandboxExecute(Execute):
             self.findings.setdefault("sandbox_violation", []).append(
                 f"processes outlived the sandbox: {len(survivors)}, killed")
 
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CELL_LINE = re.compile(r"(?:Cell In\[[^\]]*\]|<ipython-input-[^>]*>), line (\d+)")
+
+
+def interrupted_statement(cell: NotebookNode) -> list[str]:
+    """The line of the cell's own code that was running when its CPU limit interrupted it (from the
+    kernel's KeyboardInterrupt traceback), stripped; none when the traceback does not say."""
+    for output in cell.outputs:
+        if output.output_type != "error" or output.get("ename") != "KeyboardInterrupt":
+            continue
+        match = _CELL_LINE.search(_ANSI.sub("", "\n".join(map(str, output.get("traceback", [])))))
+        lines = cell.source.split("\n")
+        if match and 0 < int(match.group(1)) <= len(lines) and lines[int(match.group(1)) - 1].strip():
+            return [lines[int(match.group(1)) - 1].strip()]
+    return []
 
 
 def own_data(now: object, solution: object) -> dict:
