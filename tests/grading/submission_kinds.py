@@ -180,7 +180,8 @@ def k_display_hook(nb):
     """Blanks left empty; the function writes to the kernel's display hook before it reaches them: the
     test cells' own output in the kernel (a non-numeric execute_result) must never become points."""
     cell = _code(nb)
-    cell.source = cell.source.replace("    if not rewards:", "    __import__('sys').displayhook('满分')\n    if not rewards:", 1)
+    hook = "    __import__('sys').displayhook('满分')\n"
+    cell.source = cell.source.replace("    if not rewards:", hook + "    if not rewards:", 1)
     return nb
 
 
