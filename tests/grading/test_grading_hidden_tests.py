@@ -75,9 +75,9 @@ class LocalKernel:
     def __init__(self, namespace: dict) -> None:
         self.namespace = namespace
 
-    def snapshot(self) -> dict:
-        kernel_side._state.update(shell=types.SimpleNamespace(user_ns=self.namespace), refs=[])
-        return json.loads(kernel_side.snapshot().text)
+    def snapshot(self, log: bool = False) -> dict:
+        kernel_side._state.update(shell=types.SimpleNamespace(user_ns=self.namespace), refs=[], log=[], snapshots=0)
+        return json.loads(kernel_side.snapshot(log).text)
 
     def calls(self, batch: list[tuple[int, str]]) -> list:
         return json.loads(kernel_side.calls(10.0, [list(call) for call in batch]).text)
@@ -197,6 +197,40 @@ def test_the_lessons_checks_take_one_or_two_requests_each_whatever_the_code():
             kernel.requests.clear()
             trusted.run_test_cell(cells()[test_id].body, test_id, kernel.snapshot(), kernel)
             assert sum(kernel.requests) > 20 and len(kernel.requests) <= 2, (name, test_id, kernel.requests)
+
+
+def test_calls_the_kernels_own_run_made_are_taken_from_its_log_never_run_again():
+    from coursekit.lesson import visible_test_code
+
+    namespace: dict = {}
+    exec(compile(REFERENCE, "<student>", "exec"), namespace)
+    reference = namespace["group_advantages"]
+    seen: list = []
+
+    def group_advantages(rewards, eps=1e-8):
+        seen.append(list(rewards))
+        return reference(rewards, eps)
+
+    namespace["group_advantages"] = group_advantages
+    kernel = CountingKernel(namespace)
+    for test_id in ("normal", "boundary"):
+        body = cells()[test_id].body
+        seen.clear()
+        snapshot = kernel.snapshot(log=True)
+        exec(compile(visible_test_code(body), "<visible>", "exec"), namespace)  # the kernel's run of the cell
+        kernel_side._end_logging()
+        assert namespace["group_advantages"] is group_advantages  # back in its place after the cell
+        in_kernel = len(seen)
+        known: dict = {}
+        for _, ref, payload, text in json.loads(kernel_side.logged().text):
+            known.setdefault((ref, payload), []).append(json.loads(text))
+        assert sum(map(len, known.values())) == in_kernel > 10
+        seen.clear()
+        kernel.requests.clear()
+        assert trusted.run_test_cell(body, test_id, snapshot, kernel, known=known) is None
+        hidden = "### END HIDDEN TESTS" in body and len(seen)
+        assert sum(kernel.requests) == len(seen) == hidden  # the judge called only what the kernel had not
+        assert len(kernel.requests) <= 2
 
 
 def test_a_stateful_function_sees_the_calls_of_the_source_and_no_other():

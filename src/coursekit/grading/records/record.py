@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -119,10 +119,12 @@ class Recorder:
 
     def record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
         """Save the grades and files of one executed submission; return its execution flags."""
-        with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks):
-            return self._record(student_id, key, executed, failure)
+        with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks), \
+                one_commit(self.gb.db) as commit:
+            return self._record(student_id, key, executed, failure, commit)
 
-    def _record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
+    def _record(self, student_id: str, key: str, executed: str | None, failure: str | None,
+                commit: Callable[[], None]) -> list[str]:
         flags = [] if self.config.SandboxExecute.get("sandbox", True) else [F.UNSANDBOXED]
         if executed is None:  # the worker could not run it: no cell counts as run
             if failure and failure.startswith(F.OVER_BUDGET + ": "):  # the pool's watchdog
@@ -151,6 +153,7 @@ class Recorder:
         flags.extend(F.fabricated_outputs(submitted, ran, self.config.CapOutput.get("max_chars", 20000)))
         F.add_findings(flags, findings)
         self.feedback.write(student_id, ran)  # changes ran (hidden tests out), so last
+        commit()  # the student's grades, all at once, before the journal says the student is done
         self.journal.add(student_id, key, flags)
         return flags
 
@@ -253,6 +256,21 @@ def lent_to_nbgrader_steps(gradebook: Gradebook, url: str, modules: list[ModuleT
     finally:
         for module, previous in zip(modules, before, strict=True):
             module.Gradebook = previous
+
+
+@contextmanager
+def one_commit(session) -> Iterator[Callable[[], None]]:
+    """One commit per notebook: nbgrader's steps commit after every grade and comment (SaveAutoGrades
+    a dozen times a notebook, each a write of the sqlite file); while the block runs their commits
+    only flush (the SQL is sent, its errors raised where they were), and the block commits once with
+    the function it gets. If the block fails, or ends without committing, everything is rolled back."""
+    real = session.commit
+    session.commit = session.flush
+    try:
+        yield real
+    finally:
+        del session.commit
+        session.rollback()  # nothing once committed; else the notebook's unfinished writes
 
 
 def kept_warm(step: type) -> type:

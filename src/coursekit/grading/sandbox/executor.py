@@ -46,7 +46,7 @@ from coursekit.grading.judge.verdicts import (
 from coursekit.grading.preprocessors import has_active_content
 from coursekit.grading.sandbox import kernel_side
 from coursekit.grading.sandbox.bubblewrap import KernelZygote, Limits, SandboxKernelManager, processes_in, reap
-from coursekit.lesson import SELF_CHECK_BLOCK, visible_test_code
+from coursekit.lesson import visible_test_code
 
 GIB = 1 << 30
 KERNEL = "__import__('sys').modules['_coursekit_kernel']"
@@ -136,7 +136,8 @@ class SandboxExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._stopped: tuple[str, str] | None = None
-        self._pending: list[tuple[NotebookNode, dict]] = []
+        self._pending: list[tuple[NotebookNode, dict, int]] = []  # test cell, its snapshot and that one's number
+        self._snapshots = 0
         self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self._over_budget: list[str] = []
@@ -273,11 +274,12 @@ class SandboxExecute(Execute):
             if test is None:
                 super().preprocess_cell(cell, resources, index)
                 if cell.metadata.get("nbgrader", {}).get("solution") is True:
-                    self._solution_names = self.ask("snapshot")  # the data this answer cell produced
+                    self._solution_names = self._snapshot(log=False)  # the data this answer cell produced
             else:
-                snapshot = own_data(self.ask("snapshot"), self._solution_names)
-                # the kernel never receives hidden test text, nor the self-checks: the judge runs them, once
-                visible = SELF_CHECK_BLOCK.sub("", visible_test_code(test)).strip("\n")
+                # the student's names as the cell finds them; the kernel logs the calls its visible lines
+                # make of the student's functions, and the judge takes their replies from there
+                snapshot = own_data(self._snapshot(log=True), self._solution_names)
+                visible = visible_test_code(test)  # the kernel never receives hidden test text
                 if self._looped & {line.strip() for line in visible.split("\n")}:
                     cell.outputs.append(error_output(TIMED_OUT, "not run: a check of this cell used the CPU limit "
                                                      f"({self.timeout} s) in an earlier cell"))
@@ -288,7 +290,7 @@ class SandboxExecute(Execute):
                         super().preprocess_cell(cell, resources, index)
                     finally:
                         cell.source = source
-                self._pending.append((cell, snapshot))
+                self._pending.append((cell, snapshot, self._snapshots))
             if self._cell_timed_out:
                 cell.outputs.append(error_output(TIMED_OUT, f"the cell used more than {self.timeout} s of CPU "
                                                  "time and was interrupted"))
@@ -307,6 +309,31 @@ class SandboxExecute(Execute):
             cell.outputs.append(error_output(abort.ename, abort.message))
         return cell, resources
 
+    def _snapshot(self, log: bool) -> object:
+        self._snapshots += 1
+        return self.ask("snapshot", [log])
+
+    def logged_calls(self) -> dict[int, dict[tuple[int, str], list]]:
+        """The calls the test cells' visible lines made in the kernel, with their replies: {snapshot
+        number: {(ref, payload): [reply, ...]}} (what the student's function returned there, as a call of
+        the judge would bring it back). An entry that is not in the protocol's format or over a reply's
+        budgets is left out: the judge then makes that call itself."""
+        try:
+            entries = self.ask("logged")
+        except trusted.GraderAbort:
+            return {}
+        found: dict[int, dict[tuple[int, str], list]] = {}
+        for entry in entries if isinstance(entries, list) else []:
+            try:
+                number, ref, payload, text = entry
+                reply = trusted.read_reply(text)
+            except (ValueError, TypeError, trusted.ReplyError, trusted.OverBudget):
+                continue
+            if type(number) is int and type(ref) is int and type(payload) is str and isinstance(reply, dict):
+                own_classes(reply.get("value"), self._own_classes)
+                found.setdefault(number, {}).setdefault((ref, payload), []).append(reply)
+        return found
+
     # ---- the trusted half of the test cells
 
     def judge_tests(self, resources) -> None:
@@ -314,7 +341,8 @@ class SandboxExecute(Execute):
         options = {"_SHOW_HIDDEN_INPUTS": self.show_hidden_inputs}
         self._judge_cpu = time.process_time()
         self._judge_memory = _resident()
-        for cell, snapshot in self._pending:
+        logged = self.logged_calls() if self._pending else {}
+        for cell, snapshot, number in self._pending:
             errors = [o for o in cell.outputs if o.output_type == "error"]
             self._kernel_errors += [[o.ename[:40], o.evalue[:200]] for o in errors]  # for the error flag
             cell.outputs = kernel_text(cell.outputs)
@@ -328,7 +356,8 @@ class SandboxExecute(Execute):
                                           f"（{self.notebook_timeout} 秒 CPU 时间）")
             else:
                 grade_id = cell.metadata.nbgrader.grade_id
-                failure = trusted.run_test_cell(self._tests[grade_id], grade_id, snapshot, self, options)
+                failure = trusted.run_test_cell(self._tests[grade_id], grade_id, snapshot, self, options,
+                                                known=logged.get(number))
                 if failure is not None and failure.ename == KERNEL_DIED and not self.replay:
                     return self.judge_in_replay(resources)  # it died after its test cells ran, or while judged
                 if failure is not None and failure.ename == trusted.OverBudget.ename:
@@ -340,7 +369,7 @@ class SandboxExecute(Execute):
         """The kernel died after the test cells (`exit()` in a later cell) or while they were judged: run
         the whole notebook again in a fresh sandbox, judged after its last test cell, and take that
         run's verdicts; its records are added to this run's (see record_run), none replaces another."""
-        positions = [next(k for k, c in enumerate(self.nb.cells) if c is cell) for cell, _ in self._pending]
+        positions = [next(k for k, c in enumerate(self.nb.cells) if c is cell) for cell, _, _ in self._pending]
         again = nbformat.from_dict(copy.deepcopy(self.nb))
         for cell in again.cells:
             if cell.cell_type == "code":
@@ -348,7 +377,7 @@ class SandboxExecute(Execute):
         replay = SandboxExecute(config=self.config, replay=True)
         replay.zygote = self.zygote
         replay.preprocess(again, copy.deepcopy(resources))
-        for position, (cell, _) in zip(positions, self._pending, strict=True):
+        for position, (cell, _, _) in zip(positions, self._pending, strict=True):
             verdict = [o for o in again.cells[position].outputs if o.output_type == "error"]
             cell.outputs = kernel_text(cell.outputs) + verdict
         self._replay_findings = replay.findings
