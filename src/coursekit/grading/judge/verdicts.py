@@ -71,13 +71,13 @@ def detail(text: object) -> str:
     return cleaned if len(cleaned) <= MAX_DETAIL else cleaned[: MAX_DETAIL - 1] + "…"
 
 
-def read_observed(path: str, start: int = 0) -> list[tuple[str, str]]:
+def read_observed(path: str, start: int = 0, end: int | None = None) -> list[tuple[str, str]]:
     """The supervisor's records (kernel_side._supervise: one JSON [kind, detail] per line) from byte
-    `start` of its file; a line that is not such a record is skipped."""
+    `start` of its file to byte `end` (default: its end); a line that is not such a record is skipped."""
     try:
         with open(path, "rb") as f:
             f.seek(start)
-            data = f.read(MAX_OBSERVED_BYTES)
+            data = f.read(MAX_OBSERVED_BYTES if end is None else max(0, min(MAX_OBSERVED_BYTES, end - start)))
     except OSError:
         return []
     records = []

@@ -26,6 +26,7 @@ import zmq
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
+from nbclient.util import run_hook
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer
@@ -134,6 +135,41 @@ class SandboxExecute(Execute):
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own
 
+    async def async_start_new_kernel_client(self):
+        """nbclient's, with the kernel ready once it answered kernel_info and its IOPub delivers:
+        jupyter_client's wait_for_ready then still waits for 0.2 s of silence on IOPub, a fixed wait
+        for every notebook; nbclient reads IOPub by the parent of each message, so what is left there
+        (the status messages of that kernel_info) is skipped anyway."""
+        self.kc = self.km.client()
+        try:
+            await ensure_async(self.kc.start_channels())
+            deadline = time.monotonic() + self.startup_timeout
+            while True:
+                self.kc.kernel_info()
+                try:
+                    msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=1))
+                except queue.Empty:
+                    msg = None
+                if msg is not None and msg["msg_type"] == "kernel_info_reply":
+                    try:
+                        await ensure_async(self.kc.iopub_channel.get_msg(timeout=0.2))
+                        self.kc._handle_kernel_info_reply(msg)
+                        break
+                    except queue.Empty:
+                        pass  # IOPub not connected yet: ask again
+                if not await ensure_async(self.km.is_alive()):
+                    raise RuntimeError("Kernel died before replying to kernel_info")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"Kernel didn't respond in {self.startup_timeout} seconds")
+        except Exception:
+            await self._async_cleanup_kernel()
+            raise
+        self.kc.allow_stdin = False
+        await run_hook(self.on_notebook_start, notebook=self.nb)
+        return self.kc
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
     def preprocess(self, nb, resources=None, km=None):
         self._stopped: tuple[str, str] | None = None
         self._pending: list[tuple[NotebookNode, dict, int]] = []  # test cell, its snapshot and that one's number
@@ -166,8 +202,8 @@ class SandboxExecute(Execute):
                 judge_after = max(tests) if self.replay and tests else len(self.nb.cells) - 1
                 for index, cell in enumerate(self.nb.cells[: judge_after + 1]):
                     self.preprocess_cell(cell, resources, index)
-                self.findings = self.record_run(manager, started)  # before any hidden input reaches the kernel
-                observed_until = os.path.getsize(manager.observed) if os.path.exists(manager.observed) else 0
+                # before any hidden input reaches the kernel
+                self.findings, observed_until = self.record_run(manager, started)
                 self.judge_tests(resources)
                 for index, cell in enumerate(self.nb.cells[judge_after + 1:], start=judge_after + 1):
                     self.preprocess_cell(cell, resources, index)
@@ -461,20 +497,29 @@ class SandboxExecute(Execute):
 
     # ---- what the kernel and its sandbox recorded
 
-    def record_run(self, manager: SandboxKernelManager, started: int) -> dict[str, list]:
+    def record_run(self, manager: SandboxKernelManager, started: int) -> tuple[dict[str, list], int]:
         """The records of the notebook's run, taken before the hidden checks: the supervisor's (outside
         the kernel: kept even when the kernel died), the kernel's own report when it is alive, the
-        processes left and active content."""
+        processes left and active content; and where the supervisor's file ends then (what it writes
+        later happened during the hidden checks). The processes left are ended first: what the hidden
+        checks see then is the kernel alone, whatever a process left running was doing at that moment."""
         report, tampered = {}, False
         if not (self._stopped and self._stopped[0] == KERNEL_DIED) and manager.has_kernel:
             try:
                 report = self.ask("report")
             except trusted.GraderAbort:
                 tampered = True
-        left = len(manager.sandbox_processes()) - started if manager.sandboxed and manager.has_kernel else 0
-        return findings_from(observed=read_observed(manager.observed), report=report, tampered=tampered,
-                             processes_left=left, active_content=any(has_active_content(c) for c in self.nb.cells),
-                             kernel_errors=[])
+        left = 0
+        if manager.sandboxed and manager.has_kernel:
+            processes = manager.sandbox_processes()
+            left = len(processes) - started
+            if left > 0:
+                end_leftovers(manager, processes)
+        until = os.path.getsize(manager.observed) if os.path.exists(manager.observed) else 0
+        findings = findings_from(observed=read_observed(manager.observed, end=until), report=report,
+                                 tampered=tampered, processes_left=left,
+                                 active_content=any(has_active_content(c) for c in self.nb.cells), kernel_errors=[])
+        return findings, until
 
     def record_judging(self, manager: SandboxKernelManager, observed_until: int) -> None:
         """Add what happened while the hidden checks ran: the kinds the supervisor saw then (never their
@@ -525,6 +570,38 @@ def interrupted_statement(cell: NotebookNode) -> list[str]:
         if match and 0 < int(match.group(1)) <= len(lines) and lines[int(match.group(1)) - 1].strip():
             return [lines[int(match.group(1)) - 1].strip()]
     return []
+
+
+def end_leftovers(manager: SandboxKernelManager, processes: list[int]) -> None:
+    """Kill every process of the sandbox but its init (PID 1 there) and the kernel (PID 2), and wait
+    (at most a second) until they are gone: the processes a notebook left running."""
+    others = [pid for pid in processes if _namespace_pid(pid) not in (1, 2)]
+    for pid in others:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 1
+    while others and time.monotonic() < deadline:
+        reap(others)  # a grading worker is their subreaper (coursekit.grading.sandbox.execute)
+        others = [pid for pid in others if os.path.exists(f"/proc/{pid}") and not _zombie(pid)]
+        time.sleep(0.005)
+
+
+def _namespace_pid(pid: int) -> int | None:
+    """A host process's pid in its own (innermost) PID namespace; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            line = next(line for line in f if line.startswith("NSpid:"))
+        return int(line.split()[-1])
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
 
 
 def own_data(now: object, solution: object) -> dict:
