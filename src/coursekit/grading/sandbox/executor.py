@@ -450,8 +450,9 @@ class SandboxExecute(Execute):
         return self._request(helper, args or [], self.timeout)
 
     def _request(self, helper: str, args: list, cpu_limit: float):
-        """One request to the kernel: its reply; interrupted after `cpu_limit` CPU seconds of the sandbox
-        (or ten times `timeout` seconds of waiting), the kernel ended when it goes on `timeout` more."""
+        """One request to the kernel: its reply; interrupted after `cpu_limit` CPU seconds of the sandbox,
+        or after WALL_FACTOR times (`timeout` + the CPU seconds it used) of waiting; the kernel ended
+        when it goes on `timeout` more."""
         return run_sync(self._async_request)(helper, args, cpu_limit)
 
     async def _async_request(self, helper: str, args: list, cpu_limit: float):
@@ -462,7 +463,8 @@ class SandboxExecute(Execute):
         request = self.kc.session.msg(kernel_side.REQUEST, {"helper": helper, "args": args})
         self.kc.shell_channel.send(request)
         msg_id = request["header"]["msg_id"]
-        start, wall_end, interrupted = self._cpu(), time.monotonic() + self.timeout * WALL_FACTOR, None
+        start, began, interrupted = self._cpu(), time.monotonic(), None
+        wall_end = began + self.timeout * WALL_FACTOR
         while True:
             try:
                 msg = await self.kc.shell_channel.get_msg(timeout=POLL)
@@ -475,6 +477,8 @@ class SandboxExecute(Execute):
                     self._stopped = (KERNEL_DIED, "not run: the kernel died in an earlier cell")
                     raise trusted.KernelDied("内核在检查时退出（os._exit、崩溃或内存超限）") from None
                 used = self._cpu() - start
+                if interrupted is None:  # waiting: WALL_FACTOR times the CPU time it had, one call's limit more
+                    wall_end = began + (self.timeout + used) * WALL_FACTOR
                 if interrupted is None and (used > cpu_limit or time.monotonic() > wall_end):
                     await ensure_async(self.km.interrupt_kernel())
                     interrupted, wall_end = used, time.monotonic() + self.timeout * WALL_FACTOR
