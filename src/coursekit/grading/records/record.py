@@ -64,6 +64,8 @@ class Recorder:
         self.opening_gradebooks = modules_opening_gradebooks(
             [type(step) for step in self.sanitize_steps + self.record_steps] + self.feedback.steps)
         self.journal = Journal(course.ingest_dir / "graded.jsonl")
+        self.defer_feedback = False  # True: record() leaves the feedback page to write_feedback
+        self.feedback_due: list[str] = []  # students recorded with their page still to write
         self.fingerprint = hashlib.sha256(course.release_notebook.read_bytes()
                                           + (course.root / CONFIG_FILE).read_bytes()
                                           + repr(sorted(config.SandboxExecute.items())).encode()).hexdigest()
@@ -100,12 +102,15 @@ class Recorder:
     def finished(self, student_id: str, key: str) -> list[str] | None:
         """The execution flags of a student already graded from the same files, else None."""
         flags = self.journal.flags(student_id, key)
-        if flags is None or not self.course.feedback_html(student_id).is_file():
+        if flags is None or not self.course.autograded_notebook(student_id).is_file():
             return None
         try:
             self.gb.find_submission_notebook(self.course.notebook, self.course.assignment, student_id)
         except MissingEntry:
             return None
+        if not self.course.feedback_html(student_id).is_file():  # recorded, its page not written yet
+            with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks):
+                self.feedback.write(student_id)
         return flags
 
     def sanitize(self, student_id: str) -> NotebookNode:
@@ -152,7 +157,10 @@ class Recorder:
         submitted = nbformat.read(self.course.submitted_notebook(student_id), as_version=4)
         flags.extend(F.fabricated_outputs(submitted, ran, self.config.CapOutput.get("max_chars", 20000)))
         F.add_findings(flags, findings)
-        self.feedback.write(student_id, ran)  # changes ran (hidden tests out), so last
+        if self.defer_feedback:  # written from the autograded notebook after the class (write_feedback)
+            self.feedback_due.append(student_id)
+        else:
+            self.feedback.write(student_id, ran)  # changes ran (hidden tests out), so last
         commit()  # the student's grades, all at once, before the journal says the student is done
         self.journal.add(student_id, key, flags)
         return flags
@@ -164,6 +172,52 @@ class Recorder:
         path.parent.mkdir(parents=True)
         nbformat.write(nb, path)
         os.chmod(path, self.permissions)
+
+
+def write_feedback(course: Course, pages: list[tuple[str, tuple[str, ...], float]], processes: int = 2) -> list[str]:
+    """Write the feedback pages (student id, veto reasons, cap: see FeedbackWriter.write) from the
+    autograded notebooks, off the grading loop: shared out among `processes` forked processes, each
+    with one feedback writer and one open gradebook lent to nbgrader's steps. Returns the students
+    whose page could not be written (the next `coursekit grade` writes it: Recorder.finished)."""
+    if not pages:
+        return []
+    processes = max(1, min(processes, len(pages)))
+
+    def share(part: list[tuple[str, tuple[str, ...], float]]) -> list[str]:
+        writer = FeedbackWriter(course)
+        failed = []
+        with Gradebook(course.db_url) as gb, \
+                lent_to_nbgrader_steps(gb, course.db_url, modules_opening_gradebooks(writer.steps)):
+            for student_id, vetoes, cap in part:
+                try:
+                    writer.write(student_id, vetoes=vetoes, cap=cap)
+                except Exception:  # noqa: BLE001 - named below; the other pages are still written
+                    failed.append(student_id)
+        return failed
+
+    if processes == 1:
+        failed = share(pages)
+    else:
+        children, failed = [], []
+        for k in range(processes):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                code = 1
+                try:
+                    os.write(write, json.dumps(share(pages[k::processes])).encode())
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(write)
+            children.append((pid, read, [p[0] for p in pages[k::processes]]))
+        for pid, read, students in children:
+            with os.fdopen(read, "rb") as answer:
+                text = answer.read()
+            _, status = os.waitpid(pid, 0)
+            failed += json.loads(text) if status == 0 and text else students
+    return sorted(failed)
 
 
 class _SchemaBuiltOnce(BaseMetadataValidator):
