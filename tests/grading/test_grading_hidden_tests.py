@@ -80,7 +80,7 @@ class LocalKernel:
         return json.loads(kernel_side.snapshot(log).text)
 
     def calls(self, batch: list[tuple[int, str]]) -> list:
-        return json.loads(kernel_side.calls(10.0, [list(call) for call in batch]).text)
+        return [json.loads(reply.text) for reply in kernel_side.calls(10.0, [list(call) for call in batch])]
 
 
 def cells() -> dict[str, object]:
@@ -260,8 +260,8 @@ def test_an_unanswered_or_timed_out_call_fails_the_cell_never_passes_it():
 
 def test_a_looping_function_is_stopped_by_the_kernel_side_limit():
     kernel = LocalKernel({"spin": lambda: [None for _ in iter(int, 1)]})
-    reply = json.loads(kernel_side.calls(0.2, [[kernel.snapshot()["spin"]["ref"], '{"args": [], "kwargs": {}}']]).text)
-    assert reply == [{"timeout": True}]
+    calls = kernel_side.calls(0.2, [[kernel.snapshot()["spin"]["ref"], '{"args": [], "kwargs": {}}']] * 2)
+    assert [json.loads(reply.text) for reply in calls] == [{"timeout": True}]  # and the second call never runs
 
 
 @pytest.mark.parametrize("reply", [{"$": "nonsense"}, {"$": "sub", "base": "float", "v": "1"}, {"$": "dict", "v": 3},

@@ -286,8 +286,11 @@ class Calls:
             replies = list(self.kernel.calls(batch))[: len(batch)]
         except GraderAbort as abort:  # the first call of the batch ends the cell with it
             replies = [abort]
-        # a call left unanswered: after a timeout (a pass never gets past that), else a broken protocol
-        replies += [InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")] * (len(batch) - len(replies))
+        # calls left unanswered: after one that ended the batch (a timeout, a budget), the same; else
+        # the protocol was broken
+        missing = replies[-1] if replies and isinstance(replies[-1], GraderAbort) else \
+            InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")
+        replies += [missing] * (len(batch) - len(replies))
         for index, key in enumerate(batch):
             self.known.setdefault(key, []).append(replies[index])
 

@@ -55,6 +55,7 @@ ARM_LINE = f"{KERNEL}.arm()"
 WALL_FACTOR = 10        # wall-clock backstops: this many times the CPU limits, far above any honest need
 POLL = 0.05             # seconds between two looks at the sandbox's CPU time
 MAX_KEPT_OUTPUT = 1 << 20  # characters of printed text kept per cell (CapOutput keeps far fewer)
+MAX_REPLIES = trusted.Calls.MAX_PENDING  # reply messages read for one request
 
 
 class _Links:
@@ -419,18 +420,19 @@ class SandboxExecute(Execute):
         self._replay_findings = replay.findings
 
     def calls(self, batch: list[tuple[int, str]]) -> list:
-        """trusted.Kernel: a batch of calls of the student's functions in one request. Each call may use
-        `timeout` CPU seconds (the kernel stops it itself; the grader interrupts the batch past
-        `timeout` seconds per call, and ends the kernel if it goes on as long again); the reply is read
-        within the judge's budgets."""
+        """trusted.Kernel: a batch of calls of the student's functions in one request, one reply message
+        per call, each read within the judge's budgets. Each call may use `timeout` CPU seconds (the
+        kernel stops it itself; the grader interrupts the batch past `timeout` seconds per call, and
+        ends the kernel if it goes on as long again)."""
         self._check_judge_budget()
         replies = self._request("calls", [self.timeout, [[int(ref), payload] for ref, payload in batch]],
                                 self.timeout * len(batch))
         self._check_judge_budget()
-        if not isinstance(replies, list):
-            raise trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")
         answers: list = []
         for reply in replies[: len(batch)]:
+            if isinstance(reply, trusted.GraderAbort):
+                answers.append(reply)
+                break
             if not isinstance(reply, dict) or reply.get("timeout") is True:
                 answers.append(trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）"))
                 break  # the kernel runs no call after a timeout
@@ -447,15 +449,19 @@ class SandboxExecute(Execute):
     def ask(self, helper: str, args: list | None = None) -> dict:
         """Call a kernel_side helper (kernel_side.REQUEST); return its JSON reply, read within the budgets
         of trusted.read_reply, after at most `timeout` CPU seconds of the sandbox."""
-        return self._request(helper, args or [], self.timeout)
+        reply = self._request(helper, args or [], self.timeout)[0]
+        if isinstance(reply, trusted.GraderAbort):
+            raise reply
+        return reply
 
-    def _request(self, helper: str, args: list, cpu_limit: float):
-        """One request to the kernel: its reply; interrupted after `cpu_limit` CPU seconds of the sandbox,
-        or after WALL_FACTOR times (`timeout` + the CPU seconds it used) of waiting; the kernel ended
-        when it goes on `timeout` more."""
+    def _request(self, helper: str, args: list, cpu_limit: float) -> list:
+        """One request to the kernel: the decoded replies of its messages (one per call for `calls`),
+        each read within trusted.read_reply's budgets; one refused ends the list as a GraderAbort
+        instance. Interrupted after `cpu_limit` CPU seconds of the sandbox, or after WALL_FACTOR times
+        (`timeout` + the CPU seconds it used) of waiting; the kernel ended when it goes on `timeout` more."""
         return run_sync(self._async_request)(helper, args, cpu_limit)
 
-    async def _async_request(self, helper: str, args: list, cpu_limit: float):
+    async def _async_request(self, helper: str, args: list, cpu_limit: float) -> list:
         if self._stopped and self._stopped[0] == KERNEL_DIED:
             raise trusted.KernelDied("内核已经退出，检查无法运行")
         if self._stopped and self._stopped[0] == trusted.OverBudget.ename:
@@ -463,7 +469,7 @@ class SandboxExecute(Execute):
         request = self.kc.session.msg(kernel_side.REQUEST, {"helper": helper, "args": args})
         self.kc.shell_channel.send(request)
         msg_id = request["header"]["msg_id"]
-        start, began, interrupted = self._cpu(), time.monotonic(), None
+        start, began, interrupted, replies = self._cpu(), time.monotonic(), None, []
         wall_end = began + self.timeout * WALL_FACTOR
         while True:
             try:
@@ -492,12 +498,14 @@ class SandboxExecute(Execute):
             if interrupted is not None:
                 raise trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）")
             try:
-                text = msg["content"]["reply"] if msg["msg_type"] == kernel_side.REPLY else None
-                return trusted.read_reply(text)
+                content = msg["content"] if msg["msg_type"] == kernel_side.REPLY else {}
+                replies.append(trusted.read_reply(content.get("reply")))
             except trusted.OverBudget as over:
-                raise self._over(over.message.removeprefix("超出评分预算：")) from None
-            except (KeyError, TypeError, trusted.ReplyError):
-                raise trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）") from None
+                return [*replies, self._over(over.message.removeprefix("超出评分预算："))]
+            except (KeyError, TypeError, AttributeError, trusted.ReplyError):
+                return [*replies, trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")]
+            if content.get("more") is not True or len(replies) >= MAX_REPLIES:
+                return replies
 
     # ---- what the kernel and its sandbox recorded
 

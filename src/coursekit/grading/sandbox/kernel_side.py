@@ -257,15 +257,14 @@ def _call(ref: int, payload: str, limit: float) -> dict:
     return reply
 
 
-def calls(limit: float, batch: list) -> _Reply:
-    """The grader's calls [[ref, payload]...] in order, one reply each (see `_call`); a call that timed
-    out is the last one run."""
-    replies = []
+def calls(limit: float, batch: list):
+    """The grader's calls [[ref, payload]...] in order, one reply each (see `_call`), each sent as
+    soon as it is there, in a message of its own; a call that timed out is the last one run."""
     for ref, payload in batch:
-        replies.append(_call(ref, payload, limit))
-        if replies[-1].get("timeout"):
+        reply = _call(ref, payload, limit)
+        yield _Reply(reply)
+        if reply.get("timeout"):
             break
-    return _Reply(replies)
 
 
 def report() -> _Reply:
@@ -491,11 +490,13 @@ def _lighter_start(sandboxed: bool) -> None:
 
 
 def _answer_requests() -> None:
-    """Let the grader call `snapshot`, `calls` and `report` with a shell message of its own
-    (REQUEST, answered by REPLY {"reply": <JSON text>}) rather than a silent execute_request with a
-    user expression: no cell run, history, events or display formatting for each of the ~50 calls of
-    the hidden checks, which was half of the kernel's CPU per call. ipykernel's dispatch still sets
-    the parent (the student's prints go out as for a cell) and turns SIGINT into KeyboardInterrupt."""
+    """Let the grader call `snapshot`, `calls`, `report` and `logged` with a shell message of its own
+    (REQUEST, answered by REPLY {"reply": <JSON text>, "more": false}; `calls` answers a whole batch of
+    calls with one REPLY per call, all but the last with "more": true, so that each reply is read
+    within the grader's budgets) rather than a silent execute_request with a user expression: no cell
+    run, history, events or display formatting per call, and one request for all the calls the
+    grader has. ipykernel's dispatch still sets the parent (the student's prints go out as for a
+    cell) and turns SIGINT into KeyboardInterrupt."""
     from ipykernel.kernelapp import IPKernelApp
 
     init_kernel = IPKernelApp.init_kernel
@@ -507,11 +508,16 @@ def _answer_requests() -> None:
 
         def answer(stream, ident, parent) -> None:
             content = parent.get("content") or {}
-            try:
-                text = helpers[content["helper"]](*content.get("args", [])).text
+            last = ""
+            try:  # one reply, or several (calls): each its own message, the last one with more=False
+                replies = helpers[content["helper"]](*content.get("args", []))
+                for reply in [replies] if isinstance(replies, _Reply) else replies:
+                    if last:
+                        kernel.session.send(stream, REPLY, {"reply": last, "more": True}, parent, ident)
+                    last = reply.text
             except Exception:  # noqa: BLE001 - not a reply: the grader says so (InvalidReply)
-                text = ""
-            kernel.session.send(stream, REPLY, {"reply": text}, parent, ident)
+                last = ""
+            kernel.session.send(stream, REPLY, {"reply": last, "more": False}, parent, ident)
 
         kernel.shell_handlers[REQUEST] = answer
 
