@@ -7,16 +7,18 @@
    report. Prints wall and CPU seconds of both, the ratios against the targets (wall >= 3x faster,
    CPU <= 1.0x of plain nbgrader's) and whether the automatic scores agree for every gradable one;
    and the sandbox's own cost: `coursekit grade` vs `coursekit grade --no-sandbox`, same files.
-   Third arm, same run: stock `nbgrader autograde` with nbgrader's default configuration in a course
-   folder and config of its own (no sandbox, nbgrader's default Execute; stock_nbgrader says which two
-   settings differ), on the same prepared notebooks: wall and CPU ratios of `make grade` (sandbox on)
-   against it (targets: >= 5x wall, <= 1x CPU).
+   First, the stock arm (`stock_rounds`, --stock-rounds N, default 2): stock `nbgrader autograde`
+   with nbgrader's default configuration in a course folder and config of its own (no sandbox,
+   nbgrader's default Execute; stock_nbgrader says which two settings differ) against `make grade`
+   on the same class, arms alternating round by round: wall and CPU ratios of `make grade` (sandbox
+   on) against it (targets: >= 5x wall, <= 1x CPU), score agreement, load average beside each arm.
 2. Scaling: `coursekit grade` on 60, 240 (and with --large 960) generated submissions, same mix,
    each in a fresh course: seconds and CPU seconds per notebook, and peak memory of the grading
    process (the trusted recorder, which streams the class) and of the largest worker or kernel.
 Each run is a subprocess; CPU seconds are those of it and everything it waited for (workers,
 kernels). On a loaded machine wall times are noisy: read the CPU seconds and the ratios.
 Run: .venv/bin/python bench/bench_grading.py [--large] [--sizes 60,240,960] [--skip-compare | --skip-scaling]
+     [--stock-rounds N] [--stock-only]
 """
 
 from __future__ import annotations
@@ -165,7 +167,6 @@ def compare(tmp: Path) -> None:
     fast_s, fast_cpu, fast_scores, _ = coursekit_grade(fast, folder)
     bare_s, bare_cpu, bare_scores, _ = coursekit_grade(bare, folder, "--no-sandbox")
     plain_s, plain_cpu, plain_scores = plain_nbgrader(plain, fast.root / "submitted")
-    stock_s, stock_cpu, stock_scores = stock_nbgrader(tmp / "stock", fast.root / "submitted")
     agree = [sid for sid, s in plain_scores.items() if s == fast_scores.get(sid)]
     differ = sorted(set(plain_scores) - set(agree))
     wall_ratio, cpu_ratio = plain_s / fast_s, fast_cpu / plain_cpu
@@ -180,22 +181,65 @@ def compare(tmp: Path) -> None:
           f"{verdict(cpu_ratio <= TARGET_CPU)})")
     print(f"  automatic scores agree              : {len(agree)}/{len(plain_scores)}"
           + (f"; differ: {', '.join(differ)}" if differ else ""))
-    stock_agree = [sid for sid, s in stock_scores.items() if s == fast_scores.get(sid)]
-    stock_wall, stock_cpu_ratio = stock_s / fast_s, fast_cpu / stock_cpu
-    print(f"  stock nbgrader autograde (defaults) : {stock_s:7.1f} s wall, {stock_cpu:6.1f} s CPU (own course and "
-          f"config, no sandbox, default Execute; timeout {TIMEOUT} s, {STOCK_MEMORY >> 30} GiB address space)")
-    print(f"  wall: make grade {stock_wall:5.2f}x faster than stock (target >= {TARGET_STOCK_WALL:.1f}x: "
-          f"{verdict(stock_wall >= TARGET_STOCK_WALL)})")
-    print(f"  CPU : make grade {stock_cpu_ratio:5.2f}x of stock's  (target <= {TARGET_CPU:.1f}x: "
-          f"{verdict(stock_cpu_ratio <= TARGET_CPU)})")
-    print(f"  scores agree with stock             : {len(stock_agree)}/{len(stock_scores)}; differ: "
-          + ", ".join(f"{sid} {stock_scores[sid]} vs {fast_scores.get(sid)}"
-                      for sid in sorted(set(stock_scores) - set(stock_agree))))
     same_bare = sum(bare_scores.get(sid) == s for sid, s in fast_scores.items())
     print(f"  coursekit grade --no-sandbox        : {bare_s:7.1f} s wall, {bare_cpu:6.1f} s CPU (same files)")
     print(f"  sandbox cost, sandboxed/unsandboxed : {fast_s / bare_s:7.2f}x wall, {fast_cpu / bare_cpu:5.2f}x CPU; "
           f"scores agree {same_bare}/{len(fast_scores)}")
     print(f"  load average (1 min) at the end     : {os.getloadavg()[0]:7.2f} on {os.cpu_count()} cores")
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
+
+
+def kit_arm(tmp: Path, n: int, folder: Path) -> tuple:
+    course = make_course(tmp / f"round-{n}-coursekit")
+    before = load()
+    wall, cpu, scores, _ = coursekit_grade(course, folder)
+    return wall, cpu, scores, f"{before}->{load()}", course.root / "submitted"
+
+
+def stock_arm(tmp: Path, n: int, prepared: Path) -> tuple:
+    before = load()
+    wall, cpu, scores = stock_nbgrader(tmp / f"round-{n}-stock", prepared)
+    return wall, cpu, scores, f"{before}->{load()}"
+
+
+def stock_rounds(tmp: Path, rounds: int) -> None:
+    """`make grade` (sandbox on) against stock nbgrader (`stock_nbgrader`) on the same class, the arms
+    alternating round by round (make grade first in rounds 1, 3...; stock first in rounds 2, 4...),
+    each arm in a fresh course; stock autogrades the notebooks round 1's make grade prepared (it
+    cannot read the broken files). Per round: wall and CPU of both, the ratios, the score agreement
+    and the 1-minute load average at the start and end of each arm."""
+    print(f"stock arm: make grade vs stock nbgrader autograde (defaults), {COMPARE} submissions, cell timeout "
+          f"{TIMEOUT} s, {os.cpu_count()} cores, {rounds} rounds, arms alternating")
+    folder = tmp / "lms"
+    mixed_class(make_course(tmp / "release"), folder, COMPARE)
+    prepared = tmp / "prepared"
+    walls, cpus = [], []
+    for n in range(rounds):
+        if n % 2 == 0:
+            kit_wall, kit_cpu, kit_scores, kit_load, submitted = kit_arm(tmp, n, folder)
+            if not prepared.exists():
+                shutil.copytree(submitted, prepared)
+            stock_wall, stock_cpu, stock_scores, stock_load = stock_arm(tmp, n, prepared)
+        else:
+            stock_wall, stock_cpu, stock_scores, stock_load = stock_arm(tmp, n, prepared)
+            kit_wall, kit_cpu, kit_scores, kit_load, _ = kit_arm(tmp, n, folder)
+        agree = [sid for sid, s in stock_scores.items() if s == kit_scores.get(sid)]
+        wall_ratio, cpu_ratio = stock_wall / kit_wall, kit_cpu / stock_cpu
+        walls.append(wall_ratio)
+        cpus.append(cpu_ratio)
+        print(f"  round {n + 1} ({'make grade' if n % 2 == 0 else 'stock'} first): make grade {kit_wall:6.1f} s wall "
+              f"{kit_cpu:6.1f} s CPU (load {kit_load}); stock {stock_wall:6.1f} s wall {stock_cpu:6.1f} s CPU "
+              f"(load {stock_load})")
+        print(f"    wall {wall_ratio:5.2f}x faster than stock (target >= {TARGET_STOCK_WALL:.1f}x: "
+              f"{verdict(wall_ratio >= TARGET_STOCK_WALL)}); CPU {cpu_ratio:5.2f}x of stock's (target <= "
+              f"{TARGET_CPU:.1f}x: {verdict(cpu_ratio <= TARGET_CPU)}); scores agree {len(agree)}/{len(stock_scores)}"
+              + "".join(f"; {sid} stock {stock_scores[sid]} vs {kit_scores.get(sid)}"
+                        for sid in sorted(set(stock_scores) - set(agree))))
+    print(f"  over {rounds} rounds: wall {min(walls):.2f}x-{max(walls):.2f}x faster, CPU {min(cpus):.2f}x-"
+          f"{max(cpus):.2f}x of stock's")
 
 
 def scaling(tmp: Path, sizes: list[int]) -> None:
@@ -225,10 +269,17 @@ def main() -> int:
                         "on a quiet 2-core machine)")
     parser.add_argument("--skip-compare", action="store_true", help="only the scaling curve")
     parser.add_argument("--skip-scaling", action="store_true", help="only the comparison")
+    parser.add_argument("--stock-rounds", type=int, default=2, help="rounds of make grade vs stock nbgrader, "
+                        "arms alternating (default 2; 0: none)")
+    parser.add_argument("--stock-only", action="store_true", help="only the rounds against stock nbgrader")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [*SIZES, *([LARGE] if args.large else [])]
     sizes = [] if args.skip_scaling else sizes
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+        if args.stock_rounds:
+            stock_rounds(Path(tmp) / "stock", args.stock_rounds)
+        if args.stock_only:
+            return 0
         if not args.skip_compare:
             compare(Path(tmp) / "compare")
         if sizes:

@@ -34,7 +34,7 @@ from coursekit.grading.course import Course  # noqa: E402
 from coursekit.grading.intake.ingest import Ingest  # noqa: E402
 from coursekit.grading.intake.release import release  # noqa: E402
 from coursekit.grading.records import record  # noqa: E402
-from coursekit.grading.sandbox import execute  # noqa: E402
+from coursekit.grading.sandbox import execute, executor  # noqa: E402
 
 
 def cpu() -> tuple[float, float]:
@@ -102,6 +102,9 @@ def main() -> int:
         recorder.journal.add = stages.timed("recorder: journal", recorder.journal.add)
         for step in runner.after:
             step.preprocess = stages.timed(f"worker: {type(step).__name__}", step.preprocess)
+        judge_tests = executor.SandboxExecute.judge_tests  # the hidden checks: the judge and its calls
+        executor.SandboxExecute.judge_tests = stages.timed("worker: judge the test cells (trusted runs + calls)",
+                                                           judge_tests)
         record_one = stages.timed("recorder: record (total)", recorder.record)
         run_one = stages.timed("worker: run (total: execute + judge + steps)", runner.run)
         students = iter(Ingest(course, folder))

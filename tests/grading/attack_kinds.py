@@ -447,7 +447,7 @@ _k = getattr(_s, "mod" + "ules")["_coursekit" + "_kernel"]
 _k.arm.__globals__["_state"]["armed"] = False  # the in-kernel audit hook records nothing from now on
 '''
 RAW = '''import sys as _s
-_kernel_side = getattr(_s, "mod" + "ules")["_coursekit" + "_kernel"].call.__globals__
+_kernel_side = getattr(_s, "mod" + "ules")["_coursekit" + "_kernel"].calls.__globals__
 class Raw(list):  # sent as it is: the kernel side's encoding (and its caps) skipped
     pass
 _encoded = _kernel_side["_encoded"]

@@ -176,6 +176,22 @@ def k_exit_at_end(nb):
     return nb
 
 
+def k_display_hook(nb):
+    """Blanks left empty; the function writes to the kernel's display hook before it reaches them: the
+    test cells' own output in the kernel (a non-numeric execute_result) must never become points."""
+    cell = _code(nb)
+    hook = "    __import__('sys').displayhook('满分')\n"
+    cell.source = cell.source.replace("    if not rewards:", hook + "    if not rewards:", 1)
+    return nb
+
+
+def k_aggregation_elsewhere(nb):
+    """Blanks left empty (the exercise cell stops at its first assert); another cell sets the names the
+    aggregation check reads: the check needs the exercise cell's own run to have produced them."""
+    _extra(nb, _code(nb), "response_mean, token_mean, fixed_length_mean = 1., .5, .25\nratios = [4., .25]")
+    return nb
+
+
 def k_exercise_branch(nb):
     """The exercise branch's notebook (no nbgrader metadata, no test cells), solved."""
     return solve(nbformat.read(EXERCISE, as_version=4))
@@ -204,6 +220,8 @@ NOTEBOOK_KINDS = {
     "exercise_branch": (k_exercise_branch, (1.5, 1, 0.5), {"exercise_notebook"}),
     "tampering": (k_tampering, (1.5, 0, 0.5), {"suspicious_code"}),
     "exit_at_end": (k_exit_at_end, (1.5, 1, 0.5), set()),
+    "display_hook": (k_display_hook, (0, 0, 0), {"missing_answer", "suspicious_code"}),
+    "aggregation_elsewhere": (k_aggregation_elsewhere, (0, 0, 0), {"missing_answer"}),
 }
 FILE_KINDS = {
     # kind: (file bytes, expected flag names); never graded, so scores are 0

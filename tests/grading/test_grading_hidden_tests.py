@@ -70,17 +70,17 @@ MUTANTS = {
 
 
 class LocalKernel:
-    """trusted.Kernel over a namespace of this process, through kernel_side's snapshot and call."""
+    """trusted.Kernel over a namespace of this process, through kernel_side's snapshot and calls."""
 
     def __init__(self, namespace: dict) -> None:
         self.namespace = namespace
 
-    def snapshot(self) -> dict:
-        kernel_side._state.update(shell=types.SimpleNamespace(user_ns=self.namespace), refs=[])
-        return json.loads(kernel_side.snapshot().text)
+    def snapshot(self, log: bool = False) -> dict:
+        kernel_side._state.update(shell=types.SimpleNamespace(user_ns=self.namespace), refs=[], log=[], snapshots=0)
+        return json.loads(kernel_side.snapshot(log).text)
 
-    def call(self, ref: int, payload: str) -> dict:
-        return json.loads(kernel_side.call(ref, payload).text)
+    def calls(self, batch: list[tuple[int, str]]) -> list:
+        return [json.loads(reply.text) for reply in kernel_side.calls(10.0, [list(call) for call in batch])]
 
 
 def cells() -> dict[str, object]:
@@ -162,9 +162,106 @@ def test_the_students_list_subclass_is_compared_as_a_plain_list():
 
 def test_arguments_come_back_as_the_function_left_them():
     kernel = LocalKernel({"f": lambda xs: xs.append(4) or len(xs)})
-    f = trusted.student_names("f", kernel.snapshot(), kernel)["f"]
-    mine = [1, 2, 3]
-    assert f(mine) == 4 and mine == [1, 2, 3, 4]
+    source = "mine = [1, 2, 3]\nassert f(mine) == 4 and mine == [1, 2, 3, 4]\nassert f(mine) == 5"
+    assert trusted.run_test_cell(source, "t", kernel.snapshot(), kernel) is None
+
+
+class CountingKernel(LocalKernel):
+    """LocalKernel that counts its requests and the calls the student's functions see."""
+
+    def __init__(self, namespace: dict) -> None:
+        super().__init__(namespace)
+        self.requests: list[int] = []
+
+    def calls(self, batch: list[tuple[int, str]]) -> list:
+        self.requests.append(len(batch))
+        return super().calls(batch)
+
+
+def test_a_test_cells_calls_go_to_the_kernel_in_batches_each_call_once():
+    seen: list = []
+    kernel = CountingKernel({"f": lambda x: seen.append(x) or x * 2})
+    source = "results = [f(x) for x in range(40)]\nassert results == [2 * x for x in range(40)]\n" \
+             "assert f(100) == 200\nassert all(f(x) == 2 * x for x in range(3))"
+    assert trusted.run_test_cell(source, "t", kernel.snapshot(), kernel) is None
+    assert kernel.requests == [42, 1, 1]  # all but the calls waiting on an earlier result in one request
+    assert seen == [*range(40), 100, 0, 1, 2]  # each call of the source once, in its order
+
+
+def test_the_lessons_checks_take_one_or_two_requests_each_whatever_the_code():
+    for name, (body, _) in {"reference": (BODY, None), **MUTANTS}.items():
+        namespace: dict = {}
+        exec(compile(HEADER + body, "<student>", "exec"), namespace)
+        kernel = CountingKernel(namespace)
+        for test_id in ("normal", "boundary"):
+            kernel.requests.clear()
+            trusted.run_test_cell(cells()[test_id].body, test_id, kernel.snapshot(), kernel)
+            assert sum(kernel.requests) > 20 and len(kernel.requests) <= 2, (name, test_id, kernel.requests)
+
+
+def test_calls_the_kernels_own_run_made_are_taken_from_its_log_never_run_again():
+    from coursekit.lesson import visible_test_code
+
+    namespace: dict = {}
+    exec(compile(REFERENCE, "<student>", "exec"), namespace)
+    reference = namespace["group_advantages"]
+    seen: list = []
+
+    def group_advantages(rewards, eps=1e-8):
+        seen.append(list(rewards))
+        return reference(rewards, eps)
+
+    namespace["group_advantages"] = group_advantages
+    kernel = CountingKernel(namespace)
+    for test_id in ("normal", "boundary"):
+        body = cells()[test_id].body
+        seen.clear()
+        snapshot = kernel.snapshot(log=True)
+        exec(compile(visible_test_code(body), "<visible>", "exec"), namespace)  # the kernel's run of the cell
+        kernel_side._end_logging()
+        assert namespace["group_advantages"] is group_advantages  # back in its place after the cell
+        in_kernel = len(seen)
+        known: dict = {}
+        for _, ref, payload, text in json.loads(kernel_side.logged().text):
+            known.setdefault((ref, payload), []).append(json.loads(text))
+        assert sum(map(len, known.values())) == in_kernel > 10
+        seen.clear()
+        kernel.requests.clear()
+        assert trusted.run_test_cell(body, test_id, snapshot, kernel, known=known) is None
+        hidden = "### END HIDDEN TESTS" in body and len(seen)
+        assert sum(kernel.requests) == len(seen) == hidden  # the judge called only what the kernel had not
+        assert len(kernel.requests) <= 2
+
+
+def test_a_stateful_function_sees_the_calls_of_the_source_and_no_other():
+    seen: list = []
+    kernel = CountingKernel({"f": lambda x: seen.append(x) or len(seen)})
+    assert trusted.run_test_cell("assert [f(1), f(1), f(2)] == [1, 2, 3]", "t", kernel.snapshot(), kernel) is None
+    assert seen == [1, 1, 2] and kernel.requests == [3]
+
+
+def test_an_unanswered_or_timed_out_call_fails_the_cell_never_passes_it():
+    class Short(LocalKernel):
+        def calls(self, batch):
+            return super().calls(batch)[:-1]
+
+    short = Short({"f": lambda x: x})
+    failure = trusted.run_test_cell("assert f(1) == 1\nassert f(2) == 2", "t", short.snapshot(), short)
+    assert failure is not None and failure.ename == "InvalidReply"
+
+    class Slow(LocalKernel):
+        def calls(self, batch):
+            return [trusted.KernelTimeout("运行超时")]
+
+    slow = Slow({"f": lambda x: x})
+    failure = trusted.run_test_cell("x = f(1)\nassert True", "t", slow.snapshot(), slow)
+    assert failure == trusted.Failure("CellTimeoutError", "可见检查 `x = f(1)`：运行超时")
+
+
+def test_a_looping_function_is_stopped_by_the_kernel_side_limit():
+    kernel = LocalKernel({"spin": lambda: [None for _ in iter(int, 1)]})
+    calls = kernel_side.calls(0.2, [[kernel.snapshot()["spin"]["ref"], '{"args": [], "kwargs": {}}']] * 2)
+    assert [json.loads(reply.text) for reply in calls] == [{"timeout": True}]  # and the second call never runs
 
 
 @pytest.mark.parametrize("reply", [{"$": "nonsense"}, {"$": "sub", "base": "float", "v": "1"}, {"$": "dict", "v": 3},

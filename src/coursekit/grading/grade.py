@@ -10,13 +10,16 @@ Steps, in order (each a function or class named below), streamed one student at 
                       outside it (SandboxExecute; LocalWorkers, or DaskWorkers with --scheduler);
                       they never see the gradebook or the course folder
   Recorder.record  -> as each notebook comes back: grades into the gradebook (this process is the only
-                      writer), autograded/ notebook, flags, feedback HTML, journal line
+                      writer, one commit per notebook), autograded/ notebook, flags, journal line
   report           -> .ingest/lesson11.json (rows and flags, merged with earlier runs': grading a folder
                       of late submissions adds to the class) and reports/lesson11.csv
+  write_feedback   -> the feedback HTML of the students graded now, from their autograded notebooks, by
+                      two forked processes after the class (a page an interrupted run did not write is
+                      written by the next run, which finds that student recorded)
 --dry-run grades into a scratch copy of the course (scratch_course) instead.
 
-Ctrl-C stops the workers and leaves every student either recorded completely or not at all; the same
-command then grades the rest.
+Ctrl-C stops the workers and leaves every student either recorded completely (but for the feedback
+page) or not at all; the same command then grades the rest and writes the missing pages.
 """
 
 from __future__ import annotations
@@ -43,8 +46,7 @@ from coursekit.grading.course import CONFIG_FILE, DEFAULT_ROOT, Course
 from coursekit.grading.intake.ingest import Entry, Ingest
 from coursekit.grading.intake.release import ensure_released
 from coursekit.grading.judge import flags as F
-from coursekit.grading.records.feedback import FeedbackWriter
-from coursekit.grading.records.record import Recorder
+from coursekit.grading.records.record import Recorder, write_feedback
 from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_report
 from coursekit.grading.sandbox.bubblewrap import unavailable_reason
 from coursekit.grading.sandbox.pool import DaskWorkers, LocalWorkers
@@ -118,6 +120,7 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     entries: list[Entry] = []  # flags only: the notebooks are on disk, one at a time in memory
     running: dict[str, tuple[Entry, str]] = {}  # sent to a worker, not recorded yet: entry, journal key
     recorder = Recorder(course, config)
+    recorder.defer_feedback = True
     pool = bar = None
     try:
         pool = make_pool(scheduler, jobs, recorder.worker_config())
@@ -140,12 +143,14 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
         recorder.close()
     write_manifest(course, submissions, entries)
     rows = write_report(course)
-    vetoed = [row for row in rows if row.graded and row.vetoed]
-    if vetoed:  # an automatic veto (deleted_asserts): the page the recorder wrote shows the uncapped score
-        writer = FeedbackWriter(course)
-        for row in vetoed:
-            with StudentStep(row.flags, "could not rewrite the feedback"):  # the page keeps the recorder's
-                writer.write(row.student_id, vetoes=row.veto_reasons, cap=row.veto_cap)
+    # the pages of the students graded now, and every page with an automatic veto (deleted_asserts: the
+    # page shows the capped score), written off the grading loop by two processes
+    due = set(recorder.feedback_due)
+    pages = [(row.student_id, row.veto_reasons, row.veto_cap) if row.vetoed else (row.student_id, (), 0.0)
+             for row in rows if row.graded and (row.student_id in due or row.vetoed)]
+    unwritten = write_feedback(course, pages)
+    if unwritten:
+        print(f"feedback pages not written (the next run writes them): {', '.join(unwritten[:10])}", file=sys.stderr)
     return rows
 
 

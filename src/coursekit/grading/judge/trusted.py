@@ -10,7 +10,8 @@ kernel just before the kernel ran that cell:
 - functions and classes as `Proxy`: a call sends plain data to the kernel, runs the student's
   function there and brings back the result (and each list or dict argument as the function left
   it, written back in place, for the mutation checks) as plain data; what it raised comes back as
-  its builtin exception type only.
+  its builtin exception type only. The calls of a cell travel in batches, one request each
+  (`Calls`): the source runs again with the replies until a run needs no reply it does not have.
 No student code runs in this process and nothing the student wrote is evaluated here: replies are
 JSON, decoded into the types above. Messages of failures never quote student text.
 
@@ -24,10 +25,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
 import json
 import re
 import traceback
+import types
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -172,8 +175,11 @@ def to_plain(value: Any, depth: int = 0) -> Any:
 # ---------------------------------------------------------------- calling into the kernel
 
 class Kernel(Protocol):
-    def call(self, ref: int, payload: str) -> dict:
-        """Run kernel_side.call(ref, payload) in the student's kernel; return its decoded JSON reply."""
+    def calls(self, batch: list[tuple[int, str]]) -> list[Any]:
+        """Run kernel_side.calls on the batch [(ref, payload)...] in the student's kernel, in order; return
+        one reply per call: its decoded JSON dict, or a GraderAbort instance for a call that ended the
+        grading of the cell (a timeout); a call left unanswered gets no reply (the list is shorter).
+        Raises GraderAbort when the batch as a whole failed (the kernel died, a budget)."""
 
 
 class GraderAbort(BaseException):
@@ -204,6 +210,91 @@ class OverBudget(GraderAbort):
     ename = "OverBudget"
 
 
+class _Unresolved(BaseException):
+    """A speculative pass used a result the kernel has not given yet: the pass ends here."""
+
+
+def _unresolved(*args: Any, **kwargs: Any) -> Any:
+    raise _Unresolved
+
+
+class Pending:
+    """The result of a call not answered yet, in a speculative pass of a test cell: any use of it
+    (comparing, reading, printing, truth) ends the pass; the calls made so far are then sent."""
+
+    __slots__ = ()
+
+    for _name in ("eq", "ne", "lt", "le", "gt", "ge", "hash", "bool", "len", "iter", "reversed", "contains",
+                  "getitem", "setitem", "delitem", "getattr", "call", "str", "repr", "format", "bytes",
+                  "int", "float", "complex", "index", "round", "trunc", "floor", "ceil", "neg", "pos", "abs",
+                  "invert", "enter", "add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv",
+                  "floordiv", "rfloordiv", "mod", "rmod", "divmod", "rdivmod", "pow", "rpow", "lshift",
+                  "rlshift", "rshift", "rrshift", "and", "rand", "or", "ror", "xor", "rxor", "matmul", "rmatmul"):
+        locals()[f"__{_name}__"] = _unresolved
+    del _name
+
+
+class Calls:
+    """The calls of one test cell's trusted run, sent to the kernel in batches.
+
+    The cell's source runs in passes. A call whose reply is known (from an earlier batch) gets it; any
+    other is noted and returns `Pending`, and the pass goes on until it uses an unknown result (or ends):
+    every call made until then goes to the kernel in one request, and the next pass starts over with
+    those replies. Only a pass in which every call was answered decides the cell. A call is matched by
+    its function, its arguments (their JSON text) and how many times that same call came before, so
+    the kernel's function sees each call in the order of the cell's own run. The student's function
+    may see a call that a later pass does not make (an argument it would have changed in place); never
+    one the test source does not make. After MAX_PASSES passes, each call is sent alone, as it comes."""
+
+    MAX_PASSES = 16
+    MAX_PENDING = 1000  # unanswered calls of one pass (a loop over an unknown result ends there)
+
+    def __init__(self, kernel: Kernel, known: dict[tuple[int, str], list] | None = None) -> None:
+        self.kernel = kernel
+        self.known: dict[tuple[int, str], list] = {key: list(v) for key, v in (known or {}).items()}
+        self.passes = 0
+        self.batches = 0
+        self.start_pass()
+
+    def start_pass(self) -> None:
+        self.passes += 1
+        self.seen: dict[tuple[int, str], int] = {}
+        self.pending: list[tuple[int, str]] = []
+
+    def reply(self, ref: int, payload: str) -> Any:
+        """The reply of this call, or None (not known yet: the call is now pending)."""
+        key = (ref, payload)
+        count = self.seen.get(key, 0)
+        self.seen[key] = count + 1
+        answers = self.known.get(key, ())
+        if count < len(answers):
+            return answers[count]
+        if self.passes > self.MAX_PASSES and not self.pending:  # alone, now
+            self.pending.append(key)
+            self.send()
+            return self.known[key][count]
+        if len(self.pending) >= self.MAX_PENDING:
+            raise _Unresolved
+        self.pending.append(key)
+        return None
+
+    def send(self) -> None:
+        """Send the pending calls in one request; their replies become known, in order."""
+        batch, self.pending = self.pending, []
+        self.batches += 1
+        try:
+            replies = list(self.kernel.calls(batch))[: len(batch)]
+        except GraderAbort as abort:  # the first call of the batch ends the cell with it
+            replies = [abort]
+        # calls left unanswered: after one that ended the batch (a timeout, a budget), the same; else
+        # the protocol was broken
+        missing = replies[-1] if replies and isinstance(replies[-1], GraderAbort) else \
+            InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")
+        replies += [missing] * (len(batch) - len(replies))
+        for index, key in enumerate(batch):
+            self.known.setdefault(key, []).append(replies[index])
+
+
 def student_exception(base_name: str, function: str, blank: bool) -> Exception:
     """What the student's function raised, as an instance of its builtin exception type."""
     base = PINNED_BUILTINS.get(str(base_name))
@@ -221,10 +312,10 @@ def student_exception(base_name: str, function: str, blank: bool) -> Exception:
 
 
 class Proxy:
-    """A function (or class) of the student's kernel, called with plain data."""
+    """A function (or class) of the student's kernel, called with plain data (see Calls)."""
 
-    def __init__(self, kernel: Kernel, ref: int, name: str) -> None:
-        self._kernel, self._ref, self.__name__ = kernel, ref, name
+    def __init__(self, calls: Calls, ref: int, name: str) -> None:
+        self._calls, self._ref, self.__name__ = calls, ref, name
 
     def __repr__(self) -> str:
         return f"<{self.__name__} in the student's kernel>"
@@ -232,7 +323,11 @@ class Proxy:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         payload = json.dumps({"args": [to_plain(a) for a in args],
                               "kwargs": {str(k): to_plain(v) for k, v in kwargs.items()}}, allow_nan=False)
-        reply = self._kernel.call(self._ref, payload)
+        reply = self._calls.reply(self._ref, payload)
+        if reply is None:
+            return Pending()
+        if isinstance(reply, GraderAbort):
+            raise type(reply)(reply.message)  # a fresh one: raised here, in this pass
         try:
             after = [decode(a) for a in reply["args"]]
             after_kw = {k: decode(reply["kwargs"][k]) for k in kwargs}
@@ -285,7 +380,7 @@ def wanted_names(source: str) -> list[str]:
     return sorted(mentioned_names(source) - set(PINNED_BUILTINS) - own_names(source))
 
 
-def student_names(source: str, snapshot: dict, kernel: Kernel) -> dict[str, Any]:
+def student_names(source: str, snapshot: dict, calls: Calls) -> dict[str, Any]:
     """The snapshot's public names that the source wants (wanted_names), as values and proxies."""
     names: dict[str, Any] = {}
     for name in wanted_names(source):
@@ -293,7 +388,7 @@ def student_names(source: str, snapshot: dict, kernel: Kernel) -> dict[str, Any]
         if name.startswith("_") or entry is None and name not in snapshot:
             continue
         if type(entry) is dict and entry.get("$") == "callable" and type(entry.get("ref")) is int:
-            names[name] = Proxy(kernel, entry["ref"], name)
+            names[name] = Proxy(calls, entry["ref"], name)
         elif type(entry) is dict and entry.get("$") == "module":
             module = str(entry.get("name"))
             names[name] = importlib.import_module(module) if module in SAFE_MODULES else Opaque(module)
@@ -314,18 +409,93 @@ def hidden_lines(source: str) -> set[int]:
     return lines
 
 
-def run_test_cell(source: str, title: str, snapshot: dict, kernel: Kernel,
-                  options: dict | None = None) -> Failure | None:
-    """Run a test cell's whole source here; None if it passed, else the failure to show."""
-    namespace = {**student_names(source, snapshot, kernel), **(options or {}),
-                 "__name__": "__main__", "__builtins__": dict(PINNED_BUILTINS)}
-    try:
-        exec(compile(source, FILENAME, "exec"), namespace)  # noqa: S102 - the instructor's test source
-    except GraderAbort as abort:
-        return Failure(abort.ename, f"{_where(source, abort)}{abort.message}")
-    except Exception as exc:  # noqa: BLE001 - any failure of the test is the student's 0
-        return Failure(type(exc).__name__, _message(source, title, exc))
-    return None
+TOLERATE = "__coursekit_tolerate__"   # names of the gathering pass's helpers in the test's namespace
+UNRESOLVED = "__coursekit_unresolved__"
+MAX_TOLERATED = 10_000  # failures one gathering pass steps over (a loop waiting on an unknown result)
+
+
+class _Tolerant(ast.NodeTransformer):
+    """Every statement of the source (in every block) wrapped in `try: ... except (Exception,
+    _Unresolved): step over`: the gathering pass goes on past a check that failed on an unknown result."""
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and all(isinstance(s, ast.stmt) for s in block):
+                setattr(node, field, [self._guarded(s) for s in block])
+        return node
+
+    @staticmethod
+    def _guarded(statement: ast.stmt) -> ast.stmt:
+        if isinstance(statement, (ast.Global, ast.Nonlocal)):
+            return statement
+        handler = ast.ExceptHandler(
+            type=ast.Tuple([ast.Name("Exception", ast.Load()), ast.Name(UNRESOLVED, ast.Load())], ast.Load()),
+            name=None, body=[ast.Expr(ast.Call(ast.Name(TOLERATE, ast.Load()), [], []))])
+        return ast.copy_location(ast.Try(body=[statement], handlers=[handler], orelse=[], finalbody=[]), statement)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(source: str) -> tuple[types.CodeType, types.CodeType]:
+    """The test source as it runs (deciding the cell) and as the gathering pass runs it."""
+    tree = ast.parse(source, FILENAME)
+    tolerant = ast.fix_missing_locations(_Tolerant().visit(tree))
+    return compile(source, FILENAME, "exec"), compile(tolerant, FILENAME, "exec")
+
+
+class _TooManyFailures(BaseException):
+    pass
+
+
+def _tolerate_counter() -> Any:
+    count = [0]
+
+    def tolerate() -> None:
+        count[0] += 1
+        if count[0] > MAX_TOLERATED:
+            raise _TooManyFailures
+    return tolerate
+
+
+def run_test_cell(source: str, title: str, snapshot: dict, kernel: Kernel, options: dict | None = None,
+                  known: dict[tuple[int, str], list] | None = None) -> Failure | None:
+    """Run a test cell's whole source here; None if it passed, else the failure to show.
+
+    Its calls of the student's functions go to the kernel in batches (see Calls): a gathering pass
+    runs the source stepping over every statement that fails (mostly on a result not known yet) and
+    sends all the calls it made in one request; then the source runs as it is, with those replies.
+    That run decides the cell when it needed no reply it did not have; else the two passes repeat.
+    `known` holds replies already given for this cell's calls."""
+    code, tolerant = _compiled(source)
+    calls = Calls(kernel, known)
+
+    def namespace() -> dict:
+        return {**student_names(source, snapshot, calls), **(options or {}), "__name__": "__main__",
+                "__builtins__": dict(PINNED_BUILTINS), TOLERATE: _tolerate_counter(), UNRESOLVED: _Unresolved}
+
+    while True:
+        if calls.passes <= Calls.MAX_PASSES:
+            try:
+                exec(tolerant, namespace())  # noqa: S102 - the instructor's test source, gathering calls
+            except (_Unresolved, _TooManyFailures, GraderAbort, Exception):  # noqa: BLE001 - only gathers
+                pass
+            if calls.pending:
+                calls.send()
+            calls.start_pass()
+        try:
+            exec(code, namespace())  # noqa: S102 - the instructor's test source
+            outcome = None
+        except _Unresolved:  # ends a speculative pass, whose outcome is never taken
+            outcome = Failure(GraderAbort.ename, "内核没有按协议回答")
+        except GraderAbort as abort:
+            outcome = Failure(abort.ename, f"{_where(source, abort)}{abort.message}")
+        except Exception as exc:  # noqa: BLE001 - any failure of the test is the student's 0
+            outcome = Failure(type(exc).__name__, _message(source, title, exc))
+        if not calls.pending:
+            return outcome
+        calls.send()
+        calls.start_pass()
 
 
 def _line(source: str, exc: BaseException) -> int | None:

@@ -71,13 +71,13 @@ def detail(text: object) -> str:
     return cleaned if len(cleaned) <= MAX_DETAIL else cleaned[: MAX_DETAIL - 1] + "…"
 
 
-def read_observed(path: str, start: int = 0) -> list[tuple[str, str]]:
+def read_observed(path: str, start: int = 0, end: int | None = None) -> list[tuple[str, str]]:
     """The supervisor's records (kernel_side._supervise: one JSON [kind, detail] per line) from byte
-    `start` of its file; a line that is not such a record is skipped."""
+    `start` of its file to byte `end` (default: its end); a line that is not such a record is skipped."""
     try:
         with open(path, "rb") as f:
             f.seek(start)
-            data = f.read(MAX_OBSERVED_BYTES)
+            data = f.read(MAX_OBSERVED_BYTES if end is None else max(0, min(MAX_OBSERVED_BYTES, end - start)))
     except OSError:
         return []
     records = []
@@ -120,8 +120,18 @@ def findings_from(*, observed: list, report: dict, tampered: bool, processes_lef
             "kernel_errors": [[detail(e)[:40], detail(v)] for e, v in kernel_errors]}
 
 
-def as_stdout(output: NotebookNode) -> NotebookNode:
-    if output.output_type == "stream" and output.name == "stderr":
-        output.name = "stdout"
-    return output
+def kernel_text(outputs: list[NotebookNode]) -> list[NotebookNode]:
+    """What a test cell keeps of its own run in the student's kernel: printed text only, as stdout.
+    No output of the kernel ever becomes points: nbgrader scores a test cell by its first error or
+    `execute_result` (a non-numeric one is full marks, a number is that many points), so results and
+    displays of the student's code are dropped, and stderr (which nbgrader scores 0) becomes stdout;
+    the judge's verdict alone decides the cell."""
+    kept = []
+    for output in outputs:
+        if output.output_type != "stream":
+            continue
+        if output.name != "stdout":
+            output.name = "stdout"
+        kept.append(output)
+    return kept
 

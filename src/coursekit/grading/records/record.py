@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -40,6 +40,7 @@ from nbgrader.nbgraderformat.common import BaseMetadataValidator
 from nbgrader.preprocessors import CheckCellMetadata
 from traitlets.config import Config
 
+from coursekit.grading.boundary import StudentStep
 from coursekit.grading.course import CONFIG_FILE, Course, put_venv_on_path, worker_steps
 from coursekit.grading.judge import flags as F
 from coursekit.grading.judge.verdicts import FINDINGS, error_output
@@ -64,6 +65,8 @@ class Recorder:
         self.opening_gradebooks = modules_opening_gradebooks(
             [type(step) for step in self.sanitize_steps + self.record_steps] + self.feedback.steps)
         self.journal = Journal(course.ingest_dir / "graded.jsonl")
+        self.defer_feedback = False  # True: record() leaves the feedback page to write_feedback
+        self.feedback_due: list[str] = []  # students recorded with their page still to write
         self.fingerprint = hashlib.sha256(course.release_notebook.read_bytes()
                                           + (course.root / CONFIG_FILE).read_bytes()
                                           + repr(sorted(config.SandboxExecute.items())).encode()).hexdigest()
@@ -100,12 +103,15 @@ class Recorder:
     def finished(self, student_id: str, key: str) -> list[str] | None:
         """The execution flags of a student already graded from the same files, else None."""
         flags = self.journal.flags(student_id, key)
-        if flags is None or not self.course.feedback_html(student_id).is_file():
+        if flags is None or not self.course.autograded_notebook(student_id).is_file():
             return None
         try:
             self.gb.find_submission_notebook(self.course.notebook, self.course.assignment, student_id)
         except MissingEntry:
             return None
+        if not self.course.feedback_html(student_id).is_file():  # recorded, its page not written yet
+            with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks):
+                self.feedback.write(student_id)
         return flags
 
     def sanitize(self, student_id: str) -> NotebookNode:
@@ -119,10 +125,12 @@ class Recorder:
 
     def record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
         """Save the grades and files of one executed submission; return its execution flags."""
-        with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks):
-            return self._record(student_id, key, executed, failure)
+        with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks), \
+                one_commit(self.gb.db) as commit:
+            return self._record(student_id, key, executed, failure, commit)
 
-    def _record(self, student_id: str, key: str, executed: str | None, failure: str | None) -> list[str]:
+    def _record(self, student_id: str, key: str, executed: str | None, failure: str | None,
+                commit: Callable[[], None]) -> list[str]:
         flags = [] if self.config.SandboxExecute.get("sandbox", True) else [F.UNSANDBOXED]
         if executed is None:  # the worker could not run it: no cell counts as run
             if failure and failure.startswith(F.OVER_BUDGET + ": "):  # the pool's watchdog
@@ -150,7 +158,11 @@ class Recorder:
         submitted = nbformat.read(self.course.submitted_notebook(student_id), as_version=4)
         flags.extend(F.fabricated_outputs(submitted, ran, self.config.CapOutput.get("max_chars", 20000)))
         F.add_findings(flags, findings)
-        self.feedback.write(student_id, ran)  # changes ran (hidden tests out), so last
+        if self.defer_feedback:  # written from the autograded notebook after the class (write_feedback)
+            self.feedback_due.append(student_id)
+        else:
+            self.feedback.write(student_id, ran)  # changes ran (hidden tests out), so last
+        commit()  # the student's grades, all at once, before the journal says the student is done
         self.journal.add(student_id, key, flags)
         return flags
 
@@ -161,6 +173,52 @@ class Recorder:
         path.parent.mkdir(parents=True)
         nbformat.write(nb, path)
         os.chmod(path, self.permissions)
+
+
+def write_feedback(course: Course, pages: list[tuple[str, tuple[str, ...], float]], processes: int = 2) -> list[str]:
+    """Write the feedback pages (student id, veto reasons, cap: see FeedbackWriter.write) from the
+    autograded notebooks, off the grading loop: shared out among `processes` forked processes, each
+    with one feedback writer and one open gradebook lent to nbgrader's steps. Returns the students
+    whose page could not be written (the next `coursekit grade` writes it: Recorder.finished)."""
+    if not pages:
+        return []
+    processes = max(1, min(processes, len(pages)))
+
+    def share(part: list[tuple[str, tuple[str, ...], float]]) -> list[str]:
+        writer = FeedbackWriter(course)
+        failed = []
+        with Gradebook(course.db_url) as gb, \
+                lent_to_nbgrader_steps(gb, course.db_url, modules_opening_gradebooks(writer.steps)):
+            for student_id, vetoes, cap in part:
+                with StudentStep([], "feedback") as step:  # named below; the other pages are still written
+                    writer.write(student_id, vetoes=vetoes, cap=cap)
+                if step.failed:
+                    failed.append(student_id)
+        return failed
+
+    if processes == 1:
+        failed = share(pages)
+    else:
+        children, failed = [], []
+        for k in range(processes):
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(read)
+                code = 1
+                try:
+                    os.write(write, json.dumps(share(pages[k::processes])).encode())
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(write)
+            children.append((pid, read, [p[0] for p in pages[k::processes]]))
+        for pid, read, students in children:
+            with os.fdopen(read, "rb") as answer:
+                text = answer.read()
+            _, status = os.waitpid(pid, 0)
+            failed += json.loads(text) if status == 0 and text else students
+    return sorted(failed)
 
 
 class _SchemaBuiltOnce(BaseMetadataValidator):
@@ -253,6 +311,21 @@ def lent_to_nbgrader_steps(gradebook: Gradebook, url: str, modules: list[ModuleT
     finally:
         for module, previous in zip(modules, before, strict=True):
             module.Gradebook = previous
+
+
+@contextmanager
+def one_commit(session) -> Iterator[Callable[[], None]]:
+    """One commit per notebook: nbgrader's steps commit after every grade and comment (SaveAutoGrades
+    a dozen times a notebook, each a write of the sqlite file); while the block runs their commits
+    only flush (the SQL is sent, its errors raised where they were), and the block commits once with
+    the function it gets. If the block fails, or ends without committing, everything is rolled back."""
+    real = session.commit
+    session.commit = session.flush
+    try:
+        yield real
+    finally:
+        del session.commit
+        session.rollback()  # nothing once committed; else the notebook's unfinished writes
 
 
 def kept_warm(step: type) -> type:

@@ -17,6 +17,7 @@ import contextlib
 import copy
 import os
 import queue
+import re
 import signal
 import time
 
@@ -25,6 +26,7 @@ import zmq
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
+from nbclient.util import run_hook
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Float, Integer
@@ -35,9 +37,9 @@ from coursekit.grading.judge.verdicts import (
     KERNEL_DIED,
     OVER_BUDGET,
     TIMED_OUT,
-    as_stdout,
     error_output,
     findings_from,
+    kernel_text,
     own_classes,
     read_observed,
     test_sources,
@@ -53,6 +55,7 @@ ARM_LINE = f"{KERNEL}.arm()"
 WALL_FACTOR = 10        # wall-clock backstops: this many times the CPU limits, far above any honest need
 POLL = 0.05             # seconds between two looks at the sandbox's CPU time
 MAX_KEPT_OUTPUT = 1 << 20  # characters of printed text kept per cell (CapOutput keeps far fewer)
+MAX_REPLIES = trusted.Calls.MAX_PENDING  # reply messages read for one request
 
 
 class _Links:
@@ -133,14 +136,52 @@ class SandboxExecute(Execute):
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the sync name to its own
 
+    async def async_start_new_kernel_client(self):
+        """nbclient's, with the kernel ready once it answered kernel_info and its IOPub delivers:
+        jupyter_client's wait_for_ready then still waits for 0.2 s of silence on IOPub, a fixed wait
+        for every notebook; nbclient reads IOPub by the parent of each message, so what is left there
+        (the status messages of that kernel_info) is skipped anyway."""
+        self.kc = self.km.client()
+        try:
+            await ensure_async(self.kc.start_channels())
+            deadline = time.monotonic() + self.startup_timeout
+            while True:
+                self.kc.kernel_info()
+                try:
+                    msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=1))
+                except queue.Empty:
+                    msg = None
+                if msg is not None and msg["msg_type"] == "kernel_info_reply":
+                    try:
+                        await ensure_async(self.kc.iopub_channel.get_msg(timeout=0.2))
+                        self.kc._handle_kernel_info_reply(msg)
+                        break
+                    except queue.Empty:
+                        pass  # IOPub not connected yet: ask again
+                if not await ensure_async(self.km.is_alive()):
+                    raise RuntimeError("Kernel died before replying to kernel_info")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"Kernel didn't respond in {self.startup_timeout} seconds")
+        except Exception:
+            await self._async_cleanup_kernel()
+            raise
+        self.kc.allow_stdin = False
+        await run_hook(self.on_notebook_start, notebook=self.nb)
+        return self.kc
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
+
     def preprocess(self, nb, resources=None, km=None):
         self._stopped: tuple[str, str] | None = None
-        self._pending: list[tuple[NotebookNode, dict]] = []
+        self._pending: list[tuple[NotebookNode, dict, int]] = []  # test cell, its snapshot and that one's number
+        self._snapshots = 0
         self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self._over_budget: list[str] = []
         self._kept: dict[int, int] = {}
         self._cell_timed_out = False
+        self._solution_names: dict = {}  # the student's names as the last answer cell left them
+        self._looped: set[str] = set()  # statements that used a cell's CPU limit (stripped lines)
         self._replay_findings: dict[str, list] = {}
         self.findings: dict[str, list] = {}
         self._tests = test_sources(resources, nb)
@@ -162,8 +203,8 @@ class SandboxExecute(Execute):
                 judge_after = max(tests) if self.replay and tests else len(self.nb.cells) - 1
                 for index, cell in enumerate(self.nb.cells[: judge_after + 1]):
                     self.preprocess_cell(cell, resources, index)
-                self.findings = self.record_run(manager, started)  # before any hidden input reaches the kernel
-                observed_until = os.path.getsize(manager.observed) if os.path.exists(manager.observed) else 0
+                # before any hidden input reaches the kernel
+                self.findings, observed_until = self.record_run(manager, started)
                 self.judge_tests(resources)
                 for index, cell in enumerate(self.nb.cells[judge_after + 1:], start=judge_after + 1):
                     self.preprocess_cell(cell, resources, index)
@@ -269,18 +310,29 @@ class SandboxExecute(Execute):
         try:
             if test is None:
                 super().preprocess_cell(cell, resources, index)
+                if cell.metadata.get("nbgrader", {}).get("solution") is True:
+                    self._solution_names = self._snapshot(log=False)  # the data this answer cell produced
             else:
-                snapshot = self.ask("snapshot")  # the student's names as this cell finds them
-                source = cell.source
-                cell.source = visible_test_code(test)  # the kernel never receives hidden test text
-                try:
-                    super().preprocess_cell(cell, resources, index)
-                finally:
-                    cell.source = source
-                self._pending.append((cell, snapshot))
+                # the student's names as the cell finds them; the kernel logs the calls its visible lines
+                # make of the student's functions, and the judge takes their replies from there
+                snapshot = own_data(self._snapshot(log=True), self._solution_names)
+                visible = visible_test_code(test)  # the kernel never receives hidden test text
+                if self._looped & {line.strip() for line in visible.split("\n")}:
+                    cell.outputs.append(error_output(TIMED_OUT, "not run: a check of this cell used the CPU limit "
+                                                     f"({self.timeout} s) in an earlier cell"))
+                else:
+                    source = cell.source
+                    cell.source = visible
+                    try:
+                        super().preprocess_cell(cell, resources, index)
+                    finally:
+                        cell.source = source
+                self._pending.append((cell, snapshot, self._snapshots))
             if self._cell_timed_out:
                 cell.outputs.append(error_output(TIMED_OUT, f"the cell used more than {self.timeout} s of CPU "
                                                  "time and was interrupted"))
+                if test is None:  # its checks are not run again (the test cells' visible lines are its own)
+                    self._looped.update(interrupted_statement(cell))
         except (DeadKernelError, trusted.KernelDied):
             if self._over_budget:
                 cell.outputs.append(error_output(trusted.OverBudget.ename, self._over_budget[-1]))
@@ -294,6 +346,31 @@ class SandboxExecute(Execute):
             cell.outputs.append(error_output(abort.ename, abort.message))
         return cell, resources
 
+    def _snapshot(self, log: bool) -> object:
+        self._snapshots += 1
+        return self.ask("snapshot", [log])
+
+    def logged_calls(self) -> dict[int, dict[tuple[int, str], list]]:
+        """The calls the test cells' visible lines made in the kernel, with their replies: {snapshot
+        number: {(ref, payload): [reply, ...]}} (what the student's function returned there, as a call of
+        the judge would bring it back). An entry that is not in the protocol's format or over a reply's
+        budgets is left out: the judge then makes that call itself."""
+        try:
+            entries = self.ask("logged")
+        except trusted.GraderAbort:
+            return {}
+        found: dict[int, dict[tuple[int, str], list]] = {}
+        for entry in entries if isinstance(entries, list) else []:
+            try:
+                number, ref, payload, text = entry
+                reply = trusted.read_reply(text)
+            except (ValueError, TypeError, trusted.ReplyError, trusted.OverBudget):
+                continue
+            if type(number) is int and type(ref) is int and type(payload) is str and isinstance(reply, dict):
+                own_classes(reply.get("value"), self._own_classes)
+                found.setdefault(number, {}).setdefault((ref, payload), []).append(reply)
+        return found
+
     # ---- the trusted half of the test cells
 
     def judge_tests(self, resources) -> None:
@@ -301,10 +378,11 @@ class SandboxExecute(Execute):
         options = {"_SHOW_HIDDEN_INPUTS": self.show_hidden_inputs}
         self._judge_cpu = time.process_time()
         self._judge_memory = _resident()
-        for cell, snapshot in self._pending:
+        logged = self.logged_calls() if self._pending else {}
+        for cell, snapshot, number in self._pending:
             errors = [o for o in cell.outputs if o.output_type == "error"]
             self._kernel_errors += [[o.ename[:40], o.evalue[:200]] for o in errors]  # for the error flag
-            cell.outputs = [as_stdout(o) for o in cell.outputs if o.output_type != "error"]
+            cell.outputs = kernel_text(cell.outputs)
             stopped = next((o.ename for o in errors if o.ename in (TIMED_OUT, KERNEL_DIED)), None)
             if stopped == TIMED_OUT:
                 failure = trusted.Failure(TIMED_OUT, f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）")
@@ -315,7 +393,8 @@ class SandboxExecute(Execute):
                                           f"（{self.notebook_timeout} 秒 CPU 时间）")
             else:
                 grade_id = cell.metadata.nbgrader.grade_id
-                failure = trusted.run_test_cell(self._tests[grade_id], grade_id, snapshot, self, options)
+                failure = trusted.run_test_cell(self._tests[grade_id], grade_id, snapshot, self, options,
+                                                known=logged.get(number))
                 if failure is not None and failure.ename == KERNEL_DIED and not self.replay:
                     return self.judge_in_replay(resources)  # it died after its test cells ran, or while judged
                 if failure is not None and failure.ename == trusted.OverBudget.ename:
@@ -327,7 +406,7 @@ class SandboxExecute(Execute):
         """The kernel died after the test cells (`exit()` in a later cell) or while they were judged: run
         the whole notebook again in a fresh sandbox, judged after its last test cell, and take that
         run's verdicts; its records are added to this run's (see record_run), none replaces another."""
-        positions = [next(k for k, c in enumerate(self.nb.cells) if c is cell) for cell, _ in self._pending]
+        positions = [next(k for k, c in enumerate(self.nb.cells) if c is cell) for cell, _, _ in self._pending]
         again = nbformat.from_dict(copy.deepcopy(self.nb))
         for cell in again.cells:
             if cell.cell_type == "code":
@@ -335,18 +414,31 @@ class SandboxExecute(Execute):
         replay = SandboxExecute(config=self.config, replay=True)
         replay.zygote = self.zygote
         replay.preprocess(again, copy.deepcopy(resources))
-        for position, (cell, _) in zip(positions, self._pending, strict=True):
+        for position, (cell, _, _) in zip(positions, self._pending, strict=True):
             verdict = [o for o in again.cells[position].outputs if o.output_type == "error"]
-            cell.outputs = [as_stdout(o) for o in cell.outputs if o.output_type != "error"] + verdict
+            cell.outputs = kernel_text(cell.outputs) + verdict
         self._replay_findings = replay.findings
 
-    def call(self, ref: int, payload: str) -> dict:
-        """trusted.Kernel: one call of a student's function, within the cell's CPU limit and the judge's budgets."""
+    def calls(self, batch: list[tuple[int, str]]) -> list:
+        """trusted.Kernel: a batch of calls of the student's functions in one request, one reply message
+        per call, each read within the judge's budgets. Each call may use `timeout` CPU seconds (the
+        kernel stops it itself; the grader interrupts the batch past `timeout` seconds per call, and
+        ends the kernel if it goes on as long again)."""
         self._check_judge_budget()
-        reply = self.ask("call", [int(ref), payload])
-        own_classes(reply.get("value") if isinstance(reply, dict) else None, self._own_classes)
+        replies = self._request("calls", [self.timeout, [[int(ref), payload] for ref, payload in batch]],
+                                self.timeout * len(batch))
         self._check_judge_budget()
-        return reply
+        answers: list = []
+        for reply in replies[: len(batch)]:
+            if isinstance(reply, trusted.GraderAbort):
+                answers.append(reply)
+                break
+            if not isinstance(reply, dict) or reply.get("timeout") is True:
+                answers.append(trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）"))
+                break  # the kernel runs no call after a timeout
+            own_classes(reply.get("value"), self._own_classes)
+            answers.append(reply)
+        return answers
 
     def _check_judge_budget(self) -> None:
         if time.process_time() - self._judge_cpu > self.judge_cpu_limit:
@@ -357,9 +449,19 @@ class SandboxExecute(Execute):
     def ask(self, helper: str, args: list | None = None) -> dict:
         """Call a kernel_side helper (kernel_side.REQUEST); return its JSON reply, read within the budgets
         of trusted.read_reply, after at most `timeout` CPU seconds of the sandbox."""
-        return run_sync(self._async_ask)(helper, args or [])
+        reply = self._request(helper, args or [], self.timeout)[0]
+        if isinstance(reply, trusted.GraderAbort):
+            raise reply
+        return reply
 
-    async def _async_ask(self, helper: str, args: list) -> dict:
+    def _request(self, helper: str, args: list, cpu_limit: float) -> list:
+        """One request to the kernel: the decoded replies of its messages (one per call for `calls`),
+        each read within trusted.read_reply's budgets; one refused ends the list as a GraderAbort
+        instance. Interrupted after `cpu_limit` CPU seconds of the sandbox, or after WALL_FACTOR times
+        (`timeout` + the CPU seconds it used) of waiting; the kernel ended when it goes on `timeout` more."""
+        return run_sync(self._async_request)(helper, args, cpu_limit)
+
+    async def _async_request(self, helper: str, args: list, cpu_limit: float) -> list:
         if self._stopped and self._stopped[0] == KERNEL_DIED:
             raise trusted.KernelDied("内核已经退出，检查无法运行")
         if self._stopped and self._stopped[0] == trusted.OverBudget.ename:
@@ -367,7 +469,8 @@ class SandboxExecute(Execute):
         request = self.kc.session.msg(kernel_side.REQUEST, {"helper": helper, "args": args})
         self.kc.shell_channel.send(request)
         msg_id = request["header"]["msg_id"]
-        start, wall_end, interrupted = self._cpu(), time.monotonic() + self.timeout * WALL_FACTOR, None
+        start, began, interrupted, replies = self._cpu(), time.monotonic(), None, []
+        wall_end = began + self.timeout * WALL_FACTOR
         while True:
             try:
                 msg = await self.kc.shell_channel.get_msg(timeout=POLL)
@@ -380,7 +483,9 @@ class SandboxExecute(Execute):
                     self._stopped = (KERNEL_DIED, "not run: the kernel died in an earlier cell")
                     raise trusted.KernelDied("内核在检查时退出（os._exit、崩溃或内存超限）") from None
                 used = self._cpu() - start
-                if interrupted is None and (used > self.timeout or time.monotonic() > wall_end):
+                if interrupted is None:  # waiting: WALL_FACTOR times the CPU time it had, one call's limit more
+                    wall_end = began + (self.timeout + used) * WALL_FACTOR
+                if interrupted is None and (used > cpu_limit or time.monotonic() > wall_end):
                     await ensure_async(self.km.interrupt_kernel())
                     interrupted, wall_end = used, time.monotonic() + self.timeout * WALL_FACTOR
                 elif interrupted is not None and (used > interrupted + self.timeout or time.monotonic() > wall_end):
@@ -393,29 +498,40 @@ class SandboxExecute(Execute):
             if interrupted is not None:
                 raise trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）")
             try:
-                text = msg["content"]["reply"] if msg["msg_type"] == kernel_side.REPLY else None
-                return trusted.read_reply(text)
+                content = msg["content"] if msg["msg_type"] == kernel_side.REPLY else {}
+                replies.append(trusted.read_reply(content.get("reply")))
             except trusted.OverBudget as over:
-                raise self._over(over.message.removeprefix("超出评分预算：")) from None
-            except (KeyError, TypeError, trusted.ReplyError):
-                raise trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）") from None
+                return [*replies, self._over(over.message.removeprefix("超出评分预算："))]
+            except (KeyError, TypeError, AttributeError, trusted.ReplyError):
+                return [*replies, trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")]
+            if content.get("more") is not True or len(replies) >= MAX_REPLIES:
+                return replies
 
     # ---- what the kernel and its sandbox recorded
 
-    def record_run(self, manager: SandboxKernelManager, started: int) -> dict[str, list]:
+    def record_run(self, manager: SandboxKernelManager, started: int) -> tuple[dict[str, list], int]:
         """The records of the notebook's run, taken before the hidden checks: the supervisor's (outside
         the kernel: kept even when the kernel died), the kernel's own report when it is alive, the
-        processes left and active content."""
+        processes left and active content; and where the supervisor's file ends then (what it writes
+        later happened during the hidden checks). The processes left are ended first: what the hidden
+        checks see then is the kernel alone, whatever a process left running was doing at that moment."""
         report, tampered = {}, False
         if not (self._stopped and self._stopped[0] == KERNEL_DIED) and manager.has_kernel:
             try:
                 report = self.ask("report")
             except trusted.GraderAbort:
                 tampered = True
-        left = len(manager.sandbox_processes()) - started if manager.sandboxed and manager.has_kernel else 0
-        return findings_from(observed=read_observed(manager.observed), report=report, tampered=tampered,
-                             processes_left=left, active_content=any(has_active_content(c) for c in self.nb.cells),
-                             kernel_errors=[])
+        left = 0
+        if manager.sandboxed and manager.has_kernel:
+            processes = manager.sandbox_processes()
+            left = len(processes) - started
+            if left > 0:
+                end_leftovers(manager, processes)
+        until = os.path.getsize(manager.observed) if os.path.exists(manager.observed) else 0
+        findings = findings_from(observed=read_observed(manager.observed, end=until), report=report,
+                                 tampered=tampered, processes_left=left,
+                                 active_content=any(has_active_content(c) for c in self.nb.cells), kernel_errors=[])
+        return findings, until
 
     def record_judging(self, manager: SandboxKernelManager, observed_until: int) -> None:
         """Add what happened while the hidden checks ran: the kinds the supervisor saw then (never their
@@ -449,6 +565,67 @@ class SandboxExecute(Execute):
             self.findings.setdefault("sandbox_violation", []).append(
                 f"processes outlived the sandbox: {len(survivors)}, killed")
 
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CELL_LINE = re.compile(r"(?:Cell In\[[^\]]*\]|<ipython-input-[^>]*>), line (\d+)")
+
+
+def interrupted_statement(cell: NotebookNode) -> list[str]:
+    """The line of the cell's own code that was running when its CPU limit interrupted it (from the
+    kernel's KeyboardInterrupt traceback), stripped; none when the traceback does not say."""
+    for output in cell.outputs:
+        if output.output_type != "error" or output.get("ename") != "KeyboardInterrupt":
+            continue
+        match = _CELL_LINE.search(_ANSI.sub("", "\n".join(map(str, output.get("traceback", [])))))
+        lines = cell.source.split("\n")
+        if match and 0 < int(match.group(1)) <= len(lines) and lines[int(match.group(1)) - 1].strip():
+            return [lines[int(match.group(1)) - 1].strip()]
+    return []
+
+
+def end_leftovers(manager: SandboxKernelManager, processes: list[int]) -> None:
+    """Kill every process of the sandbox but its init (PID 1 there) and the kernel (PID 2), and wait
+    (at most a second) until they are gone: the processes a notebook left running."""
+    others = [pid for pid in processes if _namespace_pid(pid) not in (1, 2)]
+    for pid in others:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 1
+    while others and time.monotonic() < deadline:
+        reap(others)  # a grading worker is their subreaper (coursekit.grading.sandbox.execute)
+        others = [pid for pid in others if os.path.exists(f"/proc/{pid}") and not _zombie(pid)]
+        time.sleep(0.005)
+
+
+def _namespace_pid(pid: int) -> int | None:
+    """A host process's pid in its own (innermost) PID namespace; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            line = next(line for line in f if line.startswith("NSpid:"))
+        return int(line.split()[-1])
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def own_data(now: object, solution: object) -> dict:
+    """The names a test cell is judged with: functions, classes and modules as the cell finds them
+    (they are called), plain data as the last answer cell (nbgrader solution cell) left it: points
+    for data need the student's own answer cell to have produced it, not a value set elsewhere."""
+    def by_kind(snapshot: object, references: bool) -> dict:
+        if not isinstance(snapshot, dict):
+            return {}
+        return {name: entry for name, entry in snapshot.items()
+                if (isinstance(entry, dict) and entry.get("$") in ("callable", "module")) == references}
+    return {**by_kind(solution, False), **by_kind(now, True)}
 
 
 def _resident() -> int:

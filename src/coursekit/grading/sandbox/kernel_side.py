@@ -10,8 +10,8 @@ the sandbox's init (PID 1), started by bwrap, and `main()` in one of two roles:
 Then the kernel installs an audit hook, disarmed until the kernel's exec_lines call `arm()` (the
 kernel's own start-up is not recorded), and runs ipykernel in its process (see `_lighter_start`).
 The grader reaches the helpers only through shell messages of its own (`_answer_requests`):
-`snapshot()` (the student's names as plain data or references), `call()` (one of those
-references with plain data) and `report()` (what the audit hook and the hook check saw).
+`snapshot()` (the student's names as plain data or references), `calls()` (a batch of calls of
+those references with plain data) and `report()` (what the audit hook and the hook check saw).
 The kernel's helpers are on the untrusted side: student code can change any of them, which only
 changes its own results and its own flags. Replies are one JSON string in plain data (see trusted.py).
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import importlib.util
 import json
 import math
@@ -45,6 +46,8 @@ SKIPPED_NAMES = {"In", "Out", "get_ipython", "exit", "quit"}
 MAX_ITEMS = 200_000       # encoded values (numbers, strings, containers) per reply
 MAX_DEPTH = 20
 MAX_EVENTS = 40           # distinct audit records kept
+MAX_LOGGED = 5000         # calls logged for the judge (see snapshot(log=True)), and their characters
+MAX_LOGGED_CHARS = 4 << 20
 WATCHED_MODULES = ("math", "random", "json", "operator", "functools", "itertools")
 SHELL_HOOKS = ("input_transformers_cleanup", "input_transformers_post", "ast_transformers")
 OWN_CALLBACK_MODULES = ("IPython", "ipykernel", "matplotlib_inline", "matplotlib")
@@ -136,9 +139,11 @@ def _user_namespace() -> dict:
     return _state["shell"].user_ns
 
 
-def snapshot() -> _Reply:
-    """Every public name of the student's namespace: plain data, or a reference to call later."""
+def snapshot(log: bool = False) -> _Reply:
+    """Every public name of the student's namespace: plain data, or a reference to call later. With
+    `log`, the student's functions log their calls until the next cell ends (see `_logging`)."""
     out = {}
+    _state["snapshots"] = _state.get("snapshots", 0) + 1
     for name, value in list(_user_namespace().items()):
         if not isinstance(name, str) or name.startswith("_") or name in SKIPPED_NAMES:
             continue
@@ -146,9 +151,66 @@ def snapshot() -> _Reply:
             _state["refs"].append(value)
             out[name] = {"$": "callable", "ref": len(_state["refs"]) - 1,
                          "name": str(getattr(value, "__name__", name))[:80]}
+            if log and isinstance(value, types.FunctionType):
+                _logging(name, value, out[name]["ref"])
         else:
             out[name] = _encoded(value)
     return _Reply(out)
+
+
+def _logging(name: str, function, ref: int) -> None:
+    """Put a logging twin of `function` in its place until the end of the next cell (`_end_logging`):
+    each call at the top (not one the function makes of itself) is logged as the grader's call of
+    `ref` with the same plain data would bring it back, so the judge need not call it again."""
+    number = _state["snapshots"]
+    log = _state.setdefault("log", [])
+
+    @functools.wraps(function)
+    def logged(*args, **kwargs):
+        if _state.get("depth", 0) or len(log) >= MAX_LOGGED or _state.get("logged_chars", 0) > MAX_LOGGED_CHARS:
+            return function(*args, **kwargs)
+        try:
+            payload = json.dumps({"args": [_encoded(a) for a in args],
+                                  "kwargs": {str(k): _encoded(v) for k, v in kwargs.items()}}, allow_nan=False)
+        except Exception:  # noqa: BLE001 - not the grader's kind of call: not logged
+            return function(*args, **kwargs)
+        reply: dict = {}
+        _state["depth"] = 1
+        try:
+            value = function(*args, **kwargs)
+            reply.update(value=_encoded(value), ok=True)
+        except KeyboardInterrupt:  # the cell's time limit: no reply, the judge decides
+            raise
+        except BaseException as exc:
+            reply.update(ok=False, raised=_builtin_base(exc),
+                         blank=isinstance(exc, NameError) and getattr(exc, "name", None) == BLANK)
+            raise
+        finally:
+            _state["depth"] = 0
+            if reply:
+                reply["args"] = [_encoded(a) for a in args]
+                reply["kwargs"] = {str(k): _encoded(v) for k, v in kwargs.items()}
+                with contextlib.suppress(Exception):
+                    text = json.dumps(reply, ensure_ascii=False, allow_nan=False)
+                    log.append([number, ref, payload, text])
+                    _state["logged_chars"] = _state.get("logged_chars", 0) + len(payload) + len(text)
+        return value
+
+    _user_namespace()[name] = logged
+    _state.setdefault("twins", []).append((name, logged, function))
+
+
+def _end_logging(*args) -> None:
+    """After each cell (IPython's post_run_cell): the student's functions back in their places."""
+    namespace = _user_namespace()
+    for name, twin, function in _state.pop("twins", []):
+        if namespace.get(name) is twin:
+            namespace[name] = function
+
+
+def logged() -> _Reply:
+    """The calls logged by the test cells' visible lines: [snapshot number, ref, payload, reply JSON]."""
+    return _Reply(_state.get("log", []))
 
 
 def _builtin_base(exc: BaseException) -> str:
@@ -158,12 +220,25 @@ def _builtin_base(exc: BaseException) -> str:
     return "Exception"
 
 
-def call(ref: int, payload: str) -> _Reply:
-    """Call a referenced function with the grader's plain data; the result and the arguments after."""
+class _CallTimeout(BaseException):
+    """Raised in the student's function when its call has used the CPU seconds it may."""
+
+
+def _call(ref: int, payload: str, limit: float) -> dict:
+    """Call a referenced function with the grader's plain data: the result and the arguments after,
+    or {"timeout": true} when it used `limit` CPU seconds or was interrupted (by the grader)."""
     data = json.loads(payload)
     args = decode(data["args"])
     kwargs = {k: decode(v) for k, v in data["kwargs"].items()}
     reply: dict = {}
+    stopped: list[bool] = []
+
+    def stop(signum, frame):
+        stopped.append(True)
+        raise _CallTimeout
+
+    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGPROF, signal.SIGINT)}
+    signal.setitimer(signal.ITIMER_PROF, limit)
     try:
         reply["value"] = _encoded(_state["refs"][ref](*args, **kwargs))
         reply["ok"] = True
@@ -171,9 +246,25 @@ def call(ref: int, payload: str) -> _Reply:
         reply["ok"] = False
         reply["raised"] = _builtin_base(exc)
         reply["blank"] = isinstance(exc, NameError) and getattr(exc, "name", None) == BLANK
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if stopped:
+        return {"timeout": True}
     reply["args"] = [_encoded(a) for a in args]
     reply["kwargs"] = {k: _encoded(v) for k, v in kwargs.items()}
-    return _Reply(reply)
+    return reply
+
+
+def calls(limit: float, batch: list):
+    """The grader's calls [[ref, payload]...] in order, one reply each (see `_call`), each sent as
+    soon as it is there, in a message of its own; a call that timed out is the last one run."""
+    for ref, payload in batch:
+        reply = _call(ref, payload, limit)
+        yield _Reply(reply)
+        if reply.get("timeout"):
+            break
 
 
 def report() -> _Reply:
@@ -323,6 +414,7 @@ def arm() -> None:
 
     shell = IPython.get_ipython()
     _state["shell"] = shell
+    shell.events.register("post_run_cell", _end_logging)  # before the baseline: it is the grader's own
     _state["baseline"] = {"builtins": _module_state(builtins), "shell": _shell_state(shell), "sys": _sys_state(),
                           "modules": {m: _module_state(sys.modules[m]) for m in WATCHED_MODULES
                                       if m in sys.modules}}
@@ -398,15 +490,17 @@ def _lighter_start(sandboxed: bool) -> None:
 
 
 def _answer_requests() -> None:
-    """Let the grader call `snapshot`, `call` and `report` with a shell message of its own
-    (REQUEST, answered by REPLY {"reply": <JSON text>}) rather than a silent execute_request with a
-    user expression: no cell run, history, events or display formatting for each of the ~50 calls of
-    the hidden checks, which was half of the kernel's CPU per call. ipykernel's dispatch still sets
-    the parent (the student's prints go out as for a cell) and turns SIGINT into KeyboardInterrupt."""
+    """Let the grader call `snapshot`, `calls`, `report` and `logged` with a shell message of its own
+    (REQUEST, answered by REPLY {"reply": <JSON text>, "more": false}; `calls` answers a whole batch of
+    calls with one REPLY per call, all but the last with "more": true, so that each reply is read
+    within the grader's budgets) rather than a silent execute_request with a user expression: no cell
+    run, history, events or display formatting per call, and one request for all the calls the
+    grader has. ipykernel's dispatch still sets the parent (the student's prints go out as for a
+    cell) and turns SIGINT into KeyboardInterrupt."""
     from ipykernel.kernelapp import IPKernelApp
 
     init_kernel = IPKernelApp.init_kernel
-    helpers = {"snapshot": snapshot, "call": call, "report": report}
+    helpers = {"snapshot": snapshot, "calls": calls, "report": report, "logged": logged}
 
     def init_kernel_answering(self) -> None:
         init_kernel(self)
@@ -414,11 +508,16 @@ def _answer_requests() -> None:
 
         def answer(stream, ident, parent) -> None:
             content = parent.get("content") or {}
-            try:
-                text = helpers[content["helper"]](*content.get("args", [])).text
+            last = ""
+            try:  # one reply, or several (calls): each its own message, the last one with more=False
+                replies = helpers[content["helper"]](*content.get("args", []))
+                for reply in [replies] if isinstance(replies, _Reply) else replies:
+                    if last:
+                        kernel.session.send(stream, REPLY, {"reply": last, "more": True}, parent, ident)
+                    last = reply.text
             except Exception:  # noqa: BLE001 - not a reply: the grader says so (InvalidReply)
-                text = ""
-            kernel.session.send(stream, REPLY, {"reply": text}, parent, ident)
+                last = ""
+            kernel.session.send(stream, REPLY, {"reply": last, "more": False}, parent, ident)
 
         kernel.shell_handlers[REQUEST] = answer
 
@@ -850,7 +949,7 @@ def _start_kernel(config: dict, argv: list[str]) -> None:
     _state["allowed"] = config["allowed"]
     _state["cell_prefix"] = os.path.join(config.get("tmp", "/tmp"), "ipykernel_")
     sys.modules["_coursekit_kernel"] = module = types.ModuleType("_coursekit_kernel")
-    for helper in (arm, snapshot, call, report):
+    for helper in (arm, snapshot, calls, report, logged):
         setattr(module, helper.__name__, helper)
     sys.addaudithook(_audit)
     _lighter_start(config.get("sandboxed", False))
