@@ -73,7 +73,8 @@ def _known(seccomp, name: str) -> bool:
 @functools.cache
 def filters() -> dict:
     """{"deny": BPF, "watch": BPF (both base64), "nr": the seccomp syscall's number, "watched": {nr: [kind,
-    argument, folder handle or address length argument (see WATCHED)]}}; raises ImportError or OSError when libseccomp is not there."""
+    argument, folder handle or address length argument (see WATCHED)]}}; raises ImportError or OSError
+    when libseccomp is not there."""
     import pyseccomp as seccomp
 
     arch = seccomp.system_arch()
