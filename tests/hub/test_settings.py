@@ -48,3 +48,22 @@ def test_passwords_are_kept_and_stored_hashed(tmp_path: Path) -> None:
     hashes = json.loads(accounts.read_text())
     assert first["alice"] not in accounts.read_text()
     assert check_password(first["alice"], hashes["alice"]) and not check_password("guess", hashes["alice"])
+
+
+def test_a_student_sandbox_binds_a_venv_under_tmp_after_its_private_tmp(tmp_path: Path, monkeypatch) -> None:
+    """Issue 30, item 8: a checkout under the temp folder (and one with spaces and CJK in its path): the
+    student's private /tmp is mounted before the venv's bind, which it would otherwise hide (bwrap
+    applies its mounts in order; the server then could not start)."""
+    import types
+
+    from coursekit.hub import spawner as hub_spawner
+    from coursekit.hub.settings import HubLayout
+
+    venv = "/tmp/课程 kit/.venv"
+    monkeypatch.setattr(hub_spawner, "python_paths", lambda: [venv, "/usr/lib"])
+    monkeypatch.setattr(hub_spawner.os, "geteuid", lambda: 1000)
+    spawner = types.SimpleNamespace(user=types.SimpleNamespace(name="alice"), layout=HubLayout(tmp_path))
+    args = hub_spawner.ClassSpawner.sandbox_command(spawner)
+    tmpfs = args.index("--tmpfs")
+    assert args[tmpfs + 1] == "/tmp" and args.count("--tmpfs") == 1
+    assert tmpfs < args.index(venv), "a bind under /tmp made before the tmpfs would be hidden by it"

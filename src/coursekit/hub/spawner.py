@@ -118,7 +118,9 @@ class ClassSpawner(LocalProcessSpawner):
                 args += ["--symlink", os.readlink(path), path]
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
-        made = {"/usr", "/etc"}
+        # the private /tmp before the venv's bind: a checkout under /tmp is then bound over it, not hidden by it
+        args += ["--tmpfs", "/tmp"]
+        made = {"/usr", "/etc", "/tmp"}
         for path in python_paths():  # the venv and its base interpreter (the grading sandbox's list)
             if not path.startswith(("/usr/", "/lib", "/etc/")) and not os.path.islink(path):
                 args += _mkdirs(path, made) + ["--ro-bind", path, path]
@@ -128,7 +130,7 @@ class ClassSpawner(LocalProcessSpawner):
         # sandbox's own tmpfs folder, so what a student leaves there reaches nobody
         args += ["--perms", "1777", "--dir", SANDBOX_EXCHANGE,
                  "--perms", "0755", "--dir", f"{SANDBOX_EXCHANGE}/{layout.course_id}"]
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+        args += ["--proc", "/proc", "--dev", "/dev",
                  "--bind", str(layout.home(name)), f"{SANDBOX_HOME}/{name}",
                  "--ro-bind", str(layout.config("student")), SANDBOX_CONFIG,
                  "--ro-bind", str(exchange / "outbound"), f"{SANDBOX_EXCHANGE}/{layout.course_id}/outbound",

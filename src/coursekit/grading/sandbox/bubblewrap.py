@@ -158,11 +158,13 @@ def bwrap_command(limits: Limits, socket_dir: str, uid: int | None, filter_fd: i
 
 
 def kernel_config(limits: Limits, sandboxed: bool, uid: int | None, probe: bool = False) -> dict:
-    """What kernel_side.py needs to start one kernel: uid, limits, the paths it may read."""
+    """What kernel_side.py needs to start one kernel: uid, limits, the paths it may read (`python`:
+    those of its Python environment, which are never scratch folders, wherever it is installed)."""
     allowed = python_paths() + ["/usr", "/proc", "/dev", "/sys", "/tmp", HOME]
     if not sandboxed:
         allowed += [os.getcwd(), tempfile.gettempdir()]
     return {"uid": uid if sandboxed else None, "limits": limits.rlimits(sandboxed), "allowed": allowed,
+            "python": python_paths(),
             "tmp": "/tmp" if sandboxed else tempfile.gettempdir(), "probe": probe, "sandboxed": sandboxed,
             "seccomp": seccomp.filters() if sandboxed else None}
 

@@ -595,6 +595,18 @@ SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
 NOTIF_RECV, NOTIF_SEND = 0xC0502100, 0xC0182101  # SECCOMP_IOCTL_NOTIF_RECV / _SEND (linux/seccomp.h)
 NOTIF_SIZE, SECCOMP_USER_NOTIF_FLAG_CONTINUE = 80, 1
 MAX_OBSERVED = 200  # distinct records the supervisor writes for one kernel
+MAX_MESSAGES = 16   # headers of one sendmmsg whose addresses are read
+MSGHDR, MMSGHDR, MSGHDR_SIZE = -2, -3, 56  # seccomp.WATCHED's markers; sizeof(struct msghdr), LP64
+AT_FDCWD, AF_NETLINK, PIDFD_GETFD = -100, 16, 438
+# Host secrets: recorded when read, even under a tree the sandbox allows (/etc, /proc, its home).
+SECRET_PATHS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+                "/etc/ssh", "/etc/ssl/private", "/etc/pki/tls/private", "/etc/security", "/etc/krb5.keytab",
+                "/etc/credstore", "/etc/credstore.encrypted", "/root", "/run/secrets", "/var/run/secrets",
+                "/proc/kcore", "/proc/keys", "/sys/firmware")
+SECRET_NAMES = {".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".netrc", ".pgpass", ".git-credentials",
+                "gcloud"}
+PROC_PRIVATE = {"environ", "mem", "root", "cwd", "fd", "fdinfo", "map_files", "maps", "smaps", "smaps_rollup",
+                "pagemap", "auxv", "stack", "syscall"}
 MAX_WATCHED = 100_000  # watched syscalls it answers; then it lets go, and the rest fail (ENOSYS)
 CAPS_V3 = 0x20080522           # capset(2): _LINUX_CAPABILITY_VERSION_3
 CAP_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")
@@ -713,9 +725,13 @@ def _read_string(mem: int, address: int) -> str:
     return os.fsdecode(data.split(b"\0", 1)[0])
 
 
-def _sockaddr(mem: int, address: int, length: int) -> str:
+def _sockaddr(mem: int, address: int, length: int) -> str | None:
+    """The address a socket call names, as a record's detail; None: no address, or the kernel's own
+    netlink (the C library asks it for the sandbox's interfaces)."""
     import struct
 
+    if not address:
+        return None
     try:
         data = os.pread(mem, min(max(length, 0), 128), address)
     except OSError:
@@ -727,22 +743,95 @@ def _sockaddr(mem: int, address: int, length: int) -> str:
         return f"{socket.inet_ntop(socket.AF_INET6, data[8:24])}:{struct.unpack_from('!H', data, 2)[0]}"
     if family == socket.AF_UNIX:
         return os.fsdecode(data[2:].split(b"\0", 1)[0]) or "unix socket"
+    if family == AF_NETLINK and len(data) >= 8 and struct.unpack_from("=I", data, 4)[0] == 0:
+        return None
     return f"family {family}"
 
 
+def _addresses(mem: int, args: tuple, argument: int, extra: int) -> list[str | None]:
+    """What a network syscall names: its address (connect, sendto), or those of its message headers
+    (sendmsg; sendmmsg: the first MAX_MESSAGES of its vector)."""
+    import struct
+
+    if extra >= 0:
+        return [_sockaddr(mem, args[argument], args[extra])]
+    count = 1 if extra == MSGHDR else min(args[argument + 1], MAX_MESSAGES)
+    stride = MSGHDR_SIZE if extra == MSGHDR else MSGHDR_SIZE + 8  # struct mmsghdr: msghdr + msg_len, padded
+    found = []
+    for n in range(count):
+        try:
+            header = os.pread(mem, 12, args[argument] + n * stride)
+        except OSError:
+            found.append("?")
+            continue
+        if len(header) == 12:
+            name, length = struct.unpack("=QI", header)
+            found.append(_sockaddr(mem, name, length))
+    return found
+
+
+def _int_argument(value: int) -> int:
+    """A syscall's `int` argument from its 64-bit register (a folder handle: AT_FDCWD is -100)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _folder(host_proc: int, pid: int, args: tuple, folder_argument: int, path: str) -> str:
+    """The folder a watched syscall's relative path is resolved in: the process's working folder,
+    or the folder its directory handle (openat's dirfd, ...) names, read from /proc/PID/fd."""
+    handle = _int_argument(args[folder_argument]) if folder_argument >= 0 else AT_FDCWD
+    if handle == AT_FDCWD or path.startswith("/"):
+        return os.readlink(f"{pid}/cwd", dir_fd=host_proc)
+    try:
+        return os.readlink(f"{pid}/fd/{handle}", dir_fd=host_proc)
+    except OSError:
+        return f"/?fd {handle}"  # no such handle: the call fails; still recorded (outside every tree)
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def _outside_all(path: str, allowed: list[str]) -> bool:
-    return not any(path == p or path.startswith(p.rstrip("/") + "/") for p in allowed)
+    return not any(_under(path, p) for p in allowed)
 
 
-def _observed(kind: str, detail: str, allowed: list[str], scratch: list[str], cwd: str) -> str | None:
+def _secret(full: str, own: tuple[str, ...]) -> bool:
+    """Whether a path names a host secret, even under a tree the sandbox allows: credential files of
+    the system (SECRET_PATHS), of a user (a SECRET_NAMES folder or file anywhere), and what another
+    process holds (PROC_PRIVATE entries of /proc/<pid> other than the caller's own)."""
+    if any(_under(full, p) for p in SECRET_PATHS):
+        return True
+    parts = full.split("/")
+    if any(part in SECRET_NAMES for part in parts):
+        return True
+    if len(parts) >= 4 and parts[1] == "proc":
+        entry = parts[3] if parts[3] != "task" else (parts[5] if len(parts) >= 6 else "")
+        return parts[2] not in own and parts[2] not in ("self", "thread-self") and entry in PROC_PRIVATE
+    return False
+
+
+def _observed(kind: str, detail: str, python: list[str], allowed: list[str], scratch: list[str], cwd: str,
+              own: tuple[str, ...] = ()) -> str | None:
     """The record of one watched syscall, or None when it only touched what the sandbox gives Python
-    (its environment, the kernel's import path, the scratch folders). In a scratch folder, a path in
-    a folder that does not exist there is recorded: a guess at the grader's files (/tmp/...)."""
+    (`python`: its environment and import path, wherever installed, under /tmp or /root too; the
+    `allowed` trees; the scratch folders). Recorded even under an allowed tree: a host secret
+    (`_secret`). In a scratch folder, recorded: a path in a folder that does not exist there (a guess
+    at the grader's files, /tmp/...), or in a folder bwrap made only to hold the environment's mount
+    point (a checkout under /tmp: a guess at its other files)."""
     if kind in ("file", "network") and (kind == "file" or detail.startswith("/")):
         full = os.path.normpath(os.path.join(cwd, detail))
-        if _outside_all(full, allowed):
+        if not _outside_all(full, python):
+            return None
+        if kind == "file" and _secret(full, own):
             return full
-        if not _outside_all(full, scratch) and not os.path.isdir(os.path.dirname(full)) \
+        if _outside_all(full, allowed + scratch):
+            return full
+        if _outside_all(full, scratch):
+            return None
+        folder = os.path.dirname(full)
+        holds_environment = folder not in scratch and any(_under(p, folder) for p in python)
+        if (not os.path.isdir(folder) or holds_environment) \
                 and not full.startswith(os.path.join(scratch[0], "ipykernel_")):  # ipykernel's files of the cells
             return full
         return None
@@ -751,19 +840,68 @@ def _observed(kind: str, detail: str, allowed: list[str], scratch: list[str], cw
     return detail
 
 
-def _supervise(listener: int, kernel: int, observed: int, host_proc: int, request: dict) -> None:
-    """Answer the watched syscalls of the kernel (and of its children) until it exits, writing one
-    line per new record to `observed` (a file of the grader's, outside the sandbox)."""
+def _own_pids(host_proc: int, pid: int) -> tuple[str, ...]:
+    """The caller's process and thread ids as the sandbox's /proc names them."""
+    try:
+        with open(os.open(f"{pid}/status", os.O_RDONLY, dir_fd=host_proc), encoding="ascii") as f:
+            status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        return tuple(status[k].split()[-1] for k in ("NStgid", "NSpid") if k in status)
+    except (OSError, ValueError):
+        return ()
+
+
+def _records(host_proc: int, pid: int, args: tuple, watched: list, python: list[str], allowed: list[str],
+             scratch: list[str]) -> list[str]:
+    """The records of one watched syscall of process `pid` (its memory read through /proc/PID/mem)."""
+    kind, argument, extra = watched
+    mem = os.open(f"{pid}/mem", os.O_RDONLY, dir_fd=host_proc)
+    try:
+        if kind == "network":
+            details = [d for d in _addresses(mem, args, argument, extra) if d is not None]
+        else:
+            details = [_read_string(mem, args[argument])]
+    finally:
+        os.close(mem)
+    records = []
+    for detail in details:
+        folder = _folder(host_proc, pid, args, extra if kind != "network" else -1, detail)
+        own = _own_pids(host_proc, pid) if detail.startswith("/proc") or folder.startswith("/proc") else ()
+        record = _observed(kind, detail, python, allowed, scratch, folder, own)
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def _take_listener(channel: socket.socket, kernel_fd: int) -> int | None:
+    """The kernel's notification fd, copied out of it with pidfd_getfd(2): the kernel sends the number
+    of its fd on `channel` (sendmsg, which passes fds, is a watched syscall, whose notification
+    nobody could read yet), and waits for our answer before closing it."""
+    ctypes, libc = _libc()
+    channel.settimeout(60)
+    try:
+        number = int(channel.recv(32).decode() or "-1")
+    except (OSError, ValueError):
+        return None
+    listener = libc.syscall(ctypes.c_long(PIDFD_GETFD), ctypes.c_int(kernel_fd), ctypes.c_int(number),
+                            ctypes.c_uint(0)) if number >= 0 else -1
+    with contextlib.suppress(OSError):
+        channel.send(b"k")
+    return listener if listener >= 0 else None
+
+
+def _supervise(listener: int, done: int, observed: int, host_proc: int, request: dict) -> None:
+    """Answer the watched syscalls of the kernel (and of its children) until it exits (`done`: its
+    pidfd), writing one line per new record to `observed` (a file of the grader's, outside the sandbox)."""
     import fcntl
     import select
     import struct
 
     config = request["config"]
-    watched = {int(k): v for k, v in config["seccomp"]["watched"].items()}  # nr -> [kind, path argument]
+    watched = {int(k): v for k, v in config["seccomp"]["watched"].items()}  # nr -> [kind, argument, extra]
+    python = config["python"] + [p for p in sys.path if p.startswith("/")]
     # and /etc, which C libraries read for their settings (fonts, names, time zone): the sandbox has none of it
-    allowed = config["allowed"] + [config.get("tmp", "/tmp"), "/etc"] + [p for p in sys.path if p.startswith("/")]
+    allowed = config["allowed"] + [config.get("tmp", "/tmp"), "/etc"]
     scratch = [config.get("tmp", "/tmp"), request["cwd"]]
-    done = os.pidfd_open(kernel)
     seen: set[str] = set()
     answered = 0
     while True:
@@ -786,34 +924,24 @@ def _supervise(listener: int, kernel: int, observed: int, host_proc: int, reques
             notif_id, pid = struct.unpack_from("=QI", buffer)
             nr = struct.unpack_from("=i", buffer, 16)[0]
             args = struct.unpack_from("=6Q", buffer, 32)
-            kind, argument = watched.get(nr, ["other", -1])
-            record = None
+            kind = watched.get(nr, ["other", -1, -1])[0]
             try:
-                mem = os.open(f"{pid}/mem", os.O_RDONLY, dir_fd=host_proc)
-                try:
-                    if kind == "network":
-                        detail = _sockaddr(mem, args[1], args[2])
-                    else:
-                        detail = _read_string(mem, args[argument])
-                finally:
-                    os.close(mem)
-                cwd = os.readlink(f"{pid}/cwd", dir_fd=host_proc)
-                record = _observed(kind, detail, allowed, scratch, cwd)
-            except OSError:
-                record = None
+                records = _records(host_proc, pid, args, watched.get(nr, ["other", 0, -1]), python, allowed,
+                                   scratch)
+            except (OSError, IndexError):
+                records = []
             # answered before anything is written: the syscall itself runs as if unwatched
             with contextlib.suppress(OSError):
                 fcntl.ioctl(listener, NOTIF_SEND, struct.pack("=QqiI", notif_id, 0, 0,
                                                              SECCOMP_USER_NOTIF_FLAG_CONTINUE))
-            if record is not None and len(seen) < MAX_OBSERVED:
+            for record in records:
                 line = json.dumps([kind, record[:200]]) + "\n"
-                if line not in seen:
+                if line not in seen and len(seen) < MAX_OBSERVED:
                     seen.add(line)
                     with contextlib.suppress(OSError):
                         os.write(observed, line.encode())
         elif done in ready:
             break
-    os.close(done)
     if listener is not None:
         os.close(listener)
 
@@ -840,8 +968,10 @@ def _in_sandbox(request: dict, reply: int) -> None:
 
         _load_filter(base64.b64decode(filters["deny"]), filters["nr"])
         listener = _load_filter(base64.b64decode(filters["watch"]), filters["nr"], listener=True)
-        socket.send_fds(socket.socket(fileno=request["supervisor"]), [b"L"], [listener])
+        os.write(request["supervisor"], str(listener).encode())  # the supervisor copies it (_take_listener)
+        os.read(request["supervisor"], 1)
         os.close(listener)
+        os.close(request["supervisor"])
     if probe:
         _probe(reply)
     _start_kernel(config, request["argv"])
@@ -880,12 +1010,8 @@ def _enter(request: dict, reply: int) -> None:
     listener = None
     if watching:
         theirs.close()
-        mine.settimeout(60)
-        try:
-            _, fds, _, _ = socket.recv_fds(mine, 1, 1)
-            listener = fds[0] if fds else None
-        except OSError:
-            listener = None
+        done = os.pidfd_open(kernel)
+        listener = _take_listener(mine, done)
         mine.close()
         if listener is None:  # the kernel could not load its filters: it never starts
             with contextlib.suppress(OSError):
@@ -895,7 +1021,8 @@ def _enter(request: dict, reply: int) -> None:
         os.write(reply, b"ok\n")
     os.close(reply)
     if listener is not None:
-        _supervise(listener, kernel, observed, host_proc, request)
+        _supervise(listener, done, observed, host_proc, request)
+        os.close(done)
     _, status = os.waitpid(kernel, 0)
     with contextlib.suppress(OSError):
         signal.pidfd_send_signal(init_fd, signal.SIGKILL)

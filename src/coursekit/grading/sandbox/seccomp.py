@@ -10,7 +10,8 @@
   too, so the C library falls back to clone, whose flags the filter can read. bwrap loads it
   for the sandbox's init (`--seccomp FD`); the kernel loads it itself (kernel_side._in_sandbox),
   since the zygote forks the kernel into the sandbox from outside.
-- `watch`: the file, program and network syscalls, sent to the supervisor outside the kernel
+- `watch`: the file, program and network syscalls (every socket call that can name an address:
+  connect, sendto with an address, sendmsg, sendmmsg), sent to the supervisor outside the kernel
   (kernel_side._supervise), which records them and lets each one run unchanged.
 A syscall of another ABI (i386 or x32 on x86_64) kills the process: libseccomp's filters accept
 the native architecture only.
@@ -37,12 +38,21 @@ DENIED = (
 CLONE_NEW = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
              "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
              "CLONE_NEWNET": 0x40000000, "CLONE_NEWTIME": 0x00000080}
-# syscall -> (record kind, index of its path argument; network: the sockaddr's)
+# syscall -> (record kind, index of its path argument, index of the folder handle it is relative to
+# or -1). Network: (kind, index of the address, index of its length), or a message header's address
+# (MSGHDR: sendmsg's struct msghdr; MMSGHDR: sendmmsg's vector of them, its length the next argument).
+MSGHDR, MMSGHDR = -2, -3
 WATCHED = {
-    "open": ("file", 0), "openat": ("file", 1), "openat2": ("file", 1), "creat": ("file", 0),
-    "execve": ("subprocess", 0), "execveat": ("subprocess", 1), "connect": ("network", 1),
-    "symlink": ("symlink", 0), "symlinkat": ("symlink", 0), "link": ("symlink", 0), "linkat": ("symlink", 1),
+    "open": ("file", 0, -1), "openat": ("file", 1, 0), "openat2": ("file", 1, 0), "creat": ("file", 0, -1),
+    "execve": ("subprocess", 0, -1), "execveat": ("subprocess", 1, 0),
+    "connect": ("network", 1, 2), "sendto": ("network", 4, 5), "sendmsg": ("network", 1, MSGHDR),
+    "sendmmsg": ("network", 1, MMSGHDR),
+    "symlink": ("symlink", 0, -1), "symlinkat": ("symlink", 0, -1), "link": ("symlink", 0, -1),
+    "linkat": ("symlink", 1, 0),
 }
+# sendto names an address only when its address argument is not NULL (send() on a connected socket,
+# every message the kernel sends, is sendto(fd, buf, len, flags, NULL, 0)): only those are watched
+ADDRESS_WHEN_SET = {"sendto": 4}
 
 
 def _export(syscall_filter) -> bytes:
@@ -63,7 +73,8 @@ def _known(seccomp, name: str) -> bool:
 @functools.cache
 def filters() -> dict:
     """{"deny": BPF, "watch": BPF (both base64), "nr": the seccomp syscall's number, "watched": {nr: [kind,
-    argument]}}; raises ImportError or OSError when libseccomp is not there."""
+    argument, folder handle or address length argument (see WATCHED)]}}; raises ImportError or OSError
+    when libseccomp is not there."""
     import pyseccomp as seccomp
 
     arch = seccomp.system_arch()
@@ -77,10 +88,13 @@ def filters() -> dict:
         deny.add_rule(seccomp.ERRNO(DENIED_ERRNO), "clone3")
     watch = seccomp.SyscallFilter(seccomp.ALLOW)
     watched = {}
-    for name, (kind, argument) in WATCHED.items():
+    for name, (kind, argument, extra) in WATCHED.items():
         if _known(seccomp, name):
-            watch.add_rule(seccomp.NOTIFY, name)
-            watched[str(seccomp.resolve_syscall(arch, name))] = [kind, argument]
+            if name in ADDRESS_WHEN_SET:
+                watch.add_rule(seccomp.NOTIFY, name, seccomp.Arg(ADDRESS_WHEN_SET[name], seccomp.NE, 0))
+            else:
+                watch.add_rule(seccomp.NOTIFY, name)
+            watched[str(seccomp.resolve_syscall(arch, name))] = [kind, argument, extra]
     return {"deny": base64.b64encode(_export(deny)).decode(), "watch": base64.b64encode(_export(watch)).decode(),
             "nr": seccomp.resolve_syscall(arch, "seccomp"), "watched": watched}
 

@@ -1,0 +1,161 @@
+"""The supervisor outside a grading kernel (kernel_side._supervise): what it records of the file, program
+and network syscalls, whatever the kernel's own hook does (issue 30, items 5, 8 and 9).
+
+The sandboxed tests run real code in a real sandbox (bwrap, seccomp user notifications) with the
+in-kernel audit hook switched off first, so every record they expect comes from the supervisor alone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from coursekit.grading.judge.verdicts import read_observed
+from coursekit.grading.sandbox import kernel_side
+from coursekit.grading.sandbox.bubblewrap import HOME, SandboxKernelManager
+from coursekit.grading.sandbox.executor import ARM_LINE
+
+NO_HOOK = '''import sys as _s
+_s.modules["_coursekit_kernel"].arm.__globals__["_state"]["armed"] = False
+'''
+# each line tries one thing; errors are the sandbox's answer, not the test's concern
+ATTEMPTS = {
+    # openat with a directory handle: the path is relative to /etc (then /tmp), not to the working folder
+    "dirfd_secret": 'd = os.open("/etc", os.O_RDONLY | os.O_DIRECTORY)\nos.open("shadow", os.O_RDONLY, dir_fd=d)',
+    "dirfd_guess": 'os.makedirs("grader", exist_ok=True)\nd = os.open("/tmp", os.O_RDONLY | os.O_DIRECTORY)\n'
+                   'os.open("grader/gradebook.db", os.O_RDONLY, dir_fd=d)',
+    # every socket call that names an address
+    "sendto": 'socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("10.20.30.40", 5301))',
+    "sendmsg": 'socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendmsg([b"x"], [], 0, ("10.20.30.41", 5302))',
+    "sendto_unix": 'socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"x", "/run/grader.sock")',
+    # host secrets under trees the sandbox allows
+    "shadow": 'open("/etc/shadow")',
+    "ssh": 'open("/etc/ssh/ssh_host_ed25519_key")',
+    "others_environ": 'open("/proc/1/environ")',
+}
+HONEST = '''import sqlite3, fractions
+own = open("/proc/self/status").read() + open(f"/proc/{os.getpid()}/stat").read()
+open("notes.txt", "w").write("mine")
+a, b = socket.socketpair()
+a.send(b"x"); b.recv(1)
+print("done")
+'''
+
+
+async def _observed_after(code: str) -> list[tuple[str, str]]:
+    """The supervisor's records of one sandboxed kernel that ran `code` (after its start-up's)."""
+    km = SandboxKernelManager(kernel_name="python3")
+    await km.start_kernel(extra_arguments=[f"--IPKernelApp.exec_lines={[ARM_LINE]!r}"])
+    kc = km.client()
+    kc.start_channels()
+    try:
+        await kc.wait_for_ready(timeout=60)
+        await kc.execute_interactive(code, timeout=60)
+        await kc.execute_interactive("", timeout=60)  # the supervisor writes before the syscall returns
+        return read_observed(km.observed)
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+        km.remove_socket_dir()
+
+
+def _in_sandbox(code: str) -> list[tuple[str, str]]:
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, _observed_after(code)).result()
+
+
+@pytest.fixture(scope="module")
+def attempted():
+    body = "".join(f"try:\n{''.join('    ' + line + chr(10) for line in code.splitlines())}except Exception:\n"
+                   "    pass\n" for code in ATTEMPTS.values())
+    return _in_sandbox(NO_HOOK + "import os, socket\n" + body)
+
+
+@pytest.fixture(scope="module")
+def honest():
+    return _in_sandbox("import os, socket\n" + HONEST)
+
+
+@pytest.mark.parametrize("attempt, record", [
+    ("dirfd_secret", ("file", "/etc/shadow")),
+    ("dirfd_guess", ("file", "/tmp/grader/gradebook.db")),
+    ("sendto", ("network", "10.20.30.40:5301")),
+    ("sendmsg", ("network", "10.20.30.41:5302")),
+    ("sendto_unix", ("network", "/run/grader.sock")),
+    ("shadow", ("file", "/etc/shadow")),
+    ("ssh", ("file", "/etc/ssh/ssh_host_ed25519_key")),
+    ("others_environ", ("file", "/proc/1/environ")),
+])
+def test_the_supervisor_records_what_the_kernel_tried(attempted, attempt, record):
+    assert record in attempted, (attempt, attempted)
+
+
+def test_an_honest_kernel_leaves_no_record(honest):
+    """Its own /proc entries, its home, send() on a connected socket: nothing; nor the kernel's start-up."""
+    assert honest == []
+
+
+# ---------------------------------------------------------------- the rules themselves (no sandbox)
+
+PYTHON = ["/tmp/课程 kit/.venv", "/root/.pyenv/versions/3.11.7", "/usr/lib", "/etc/ld.so.cache"]
+SCRATCH = ["/tmp", HOME]
+ALLOWED = PYTHON + ["/usr", "/proc", "/dev", "/sys", "/etc"] + SCRATCH
+
+
+@pytest.mark.parametrize("path, recorded", [
+    # a checkout under the temp folder: its venv is the environment, not a scratch folder (item 8)
+    ("/tmp/课程 kit/.venv/etc/ipython/startup", False),
+    ("/tmp/课程 kit/.venv/lib/python3.12/site-packages/nothing_here/x.py", False),
+    # the folders bwrap made to hold it, and the checkout's other files, are a guess at the host's
+    ("/tmp/课程 kit/autograder/gradebook.db", True),
+    ("/tmp/课程 kit/README.md", True),
+    ("/tmp/mine.txt", False),
+    ("/tmp/no-such-folder/gradebook.db", True),
+    ("/srv/course/gradebook.db", True),
+    # secrets under allowed trees (item 9)
+    ("/etc/shadow", True), ("/etc/ssh/sshd_config", True), (f"{HOME}/.ssh/id_ed25519", True),
+    ("/proc/1/environ", True), ("/proc/1/task/1/environ", True), ("/proc/7/mem", True),
+    ("/proc/self/environ", False), ("/proc/2/environ", False), ("/proc/1/stat", False),
+    ("/etc/ld.so.cache", False), ("/etc/localtime", False),
+    # a base interpreter under /root is the environment (shown to the kernel), not a secret
+    ("/root/.pyenv/versions/3.11.7/lib/python3.11/sqlite3/__init__.py", False), ("/root/.bashrc", True),
+])
+def test_what_a_file_syscall_leaves_as_a_record(path, recorded):
+    record = kernel_side._observed("file", path, PYTHON, ALLOWED, SCRATCH, HOME, own=("2",))
+    assert (record is not None) == recorded, (path, record)
+
+
+def test_a_relative_path_is_resolved_in_its_folder():
+    assert kernel_side._observed("file", "../../srv/x", PYTHON, ALLOWED, SCRATCH, "/usr/lib") == "/srv/x"
+    assert kernel_side._int_argument((1 << 64) - 100) == kernel_side.AT_FDCWD
+    assert kernel_side._int_argument(5) == 5
+
+
+def _sockaddr_in(host: str, port: int) -> bytes:
+    return struct.pack("=H", socket.AF_INET) + struct.pack("!H", port) + socket.inet_aton(host) + bytes(8)
+
+
+def test_sendmmsg_names_each_of_its_addresses_and_netlink_to_the_kernel_is_none(tmp_path):
+    """A file stands in for the process's memory (/proc/PID/mem): offsets are addresses."""
+    memory = bytearray(4096)
+    headers, names = 1024, [(2048, "10.0.0.1", 7), (2100, "10.0.0.2", 8)]
+    for n, (offset, host, port) in enumerate(names):
+        memory[offset:offset + 16] = _sockaddr_in(host, port)
+        stride = kernel_side.MSGHDR_SIZE + 8
+        memory[headers + n * stride:headers + n * stride + 12] = struct.pack("=QI", offset, 16)
+    netlink = 3000
+    memory[netlink:netlink + 12] = struct.pack("=HHII", 16, 0, 0, 0)
+    (tmp_path / "mem").write_bytes(bytes(memory))
+    fd = os.open(tmp_path / "mem", os.O_RDONLY)
+    try:
+        assert kernel_side._addresses(fd, (3, headers, 2, 0, 0, 0), 1, kernel_side.MMSGHDR) == \
+            ["10.0.0.1:7", "10.0.0.2:8"]
+        assert kernel_side._addresses(fd, (3, headers, 0, 0, 0, 0), 1, kernel_side.MSGHDR) == ["10.0.0.1:7"]
+        assert kernel_side._addresses(fd, (3, 0, 0, 0, netlink, 12), 4, 5) == [None]  # getifaddrs' netlink
+        assert kernel_side._addresses(fd, (3, 0, 0, 0, 0, 0), 4, 5) == [None]  # no address
+    finally:
+        os.close(fd)
