@@ -204,12 +204,12 @@ def clean_markdown(text: str) -> str:
         return escaped
     marks = [f"ck{secrets.token_hex(8)}x{i}y" for i in range(len(spans))]
     prose, last = [], 0
-    for mark, (start, end) in zip(marks, spans):
+    for mark, (start, end) in zip(marks, spans, strict=True):
         prose += [text[last:start], mark]
         last = end
     cleaned = clean_html("".join(prose) + text[last:])
     kept, last = [], 0
-    for mark, (start, end) in zip(marks, spans):
+    for mark, (start, end) in zip(marks, spans, strict=True):
         at = cleaned.find(mark, last)
         if at < 0 or cleaned.count(mark) != 1 or cleaned.rfind("<", 0, at) > cleaned.rfind(">", 0, at):
             return escaped  # bleach dropped or moved it, or it sits inside a tag
