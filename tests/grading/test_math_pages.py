@@ -55,7 +55,8 @@ def math_student(instructor_class):
     notebook = course.autograded_notebook(STUDENT)
     saved = notebook.read_bytes()
     nb = with_written_answers(nbformat.read(notebook, as_version=4))
-    assert sum(name in nb.cells[i].source for i in range(len(nb.cells)) for name in ("\\begin{cases}", "std < eps")) >= 2
+    sources = "".join(cell.source for cell in nb.cells)
+    assert "\\begin{cases}" in sources and "`std < eps`" in sources
     nbformat.write(nb, notebook)
     FeedbackWriter(course).write(STUDENT, copy.deepcopy(nb))
     try:

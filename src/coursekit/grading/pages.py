@@ -20,10 +20,9 @@ import functools
 from pathlib import Path
 
 from coursekit.errors import CourseError
+from coursekit.grading.formgrader import NODE_MODULES
 from coursekit.grading.formgrader_extension import CONTENT_SECURITY_POLICY, csp_hash
 
-KIT_ROOT = Path(__file__).resolve().parents[3]
-NODE_MODULES = KIT_ROOT / "node_modules"  # npm ci (make setup); holds mathjax/ at package.json's pin
 SAFE_SETUP = Path(__file__).resolve().parent / "templates" / "static" / "safe_mathjax.js"
 BUNDLE = ("es5/tex-svg-full.js", "es5/ui/safe.js")
 LEFT_OUT = ("html", "unicode", "action", "require")  # TeX extensions no page of the kit loads
