@@ -56,8 +56,11 @@ check: $(STAMP)
 report: $(STAMP)
 	$(CK) report $(LESSON_ARG)
 
+PORT ?=  # make formgrader|hub PORT=8891: the port on 127.0.0.1 (default: 8890; course.yml hub: port)
+PORT_ARG = $(if $(strip $(PORT)),--port $(strip $(PORT)))
+
 formgrader: $(STAMP)
-	$(CK) formgrader
+	$(CK) formgrader $(PORT_ARG)
 
 FORMAT ?= canvas
 export: $(STAMP)
@@ -109,7 +112,7 @@ clean:
 
 # ---- a class on JupyterHub (docs/hub.md): Ctrl-C stops it; `make hub-stop` if it runs in the background
 hub: $(STAMP)
-	$(CK) hub start
+	$(CK) hub start $(PORT_ARG)
 
 hub-stop: $(STAMP)
 	$(CK) hub stop

@@ -84,6 +84,8 @@ c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, SanitizeStudentC
 # MathJax 3 from node_modules. nbgrader's own template folder must stay in the list (feedback, formgrade).
 c.HTMLExporter.extra_template_basedirs = TEMPLATE_DIRS
 # formgrader's submission page shows the student's flags and vetoes (templates/formgrade/formgrade_macros.html.j2)
-c.HTMLExporter.filters = {"coursekit_flags": "coursekit.grading.formgrader_extension.page_flags"}
+c.HTMLExporter.filters = {"coursekit_flags": "coursekit.grading.formgrader_extension.page_flags",
+                          # feedback pages inline the vendored MathJax (templates/feedback/mathjax.html.j2)
+                          "coursekit_inline_mathjax": "coursekit.grading.pages.inline_mathjax"}
 # The exchange inside the course (created by coursekit formgrader): no "exchange missing" banner.
 c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")

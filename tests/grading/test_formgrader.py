@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook
@@ -145,6 +146,14 @@ def test_formgrader_shows_the_students_vetoes_and_copy_flags(browser, formgrader
         assert vetoes == ["veto(q2: 照抄参考答案)"]
         assert any(f.startswith("copied_reference(q2 ") for f in others), others
         assert "alert-danger" in banner.get_attribute("class")
+        # issue 33: the banner is whole, below the fixed navbar and above the notebook's header
+        for width in (1280, 1024):
+            page.set_viewport_size({"width": width, "height": 900})
+            page.evaluate("window.scrollTo(0, 0)")
+            nav, box = page.locator("nav.navbar-fixed-top").bounding_box(), banner.bounding_box()
+            header = page.locator(".panel-heading").first.bounding_box()
+            assert nav["y"] + nav["height"] <= box["y"], (width, nav, box)
+            assert box["y"] + box["height"] <= header["y"], (width, box, header)
     finally:
         page.close()
         with Gradebook(instructor_class.db_url) as gb:
@@ -204,3 +213,25 @@ def test_an_unreachable_postgresql_gradebook_is_a_one_line_error(released_course
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: postgresql+psycopg://ck:***@127.0.0.1:") and "cannot open the gradebook" in err
     assert len(err.splitlines()) == 1 and "secret" not in err
+
+
+def test_mathjax_is_served_from_the_kits_node_modules_whatever_the_servers_folder(tmp_path, monkeypatch):
+    """Issue 33: the hub's instructor server (started from build/hub/runtime) asked for
+    /static/mathjax/es5/tex-chtml.js and got 404: a relative node_modules resolved there."""
+    from coursekit.grading.formgrader import safe_page_options
+
+    monkeypatch.chdir(tmp_path)
+    served = [o.split("=", 1)[1] for o in safe_page_options() if o.startswith("--ServerApp.extra_static_paths=")]
+    assert (Path(served[0]) / "mathjax" / "es5" / "tex-chtml.js").is_file(), served
+
+
+@pytest.mark.parametrize("target, line", [("formgrader", "coursekit formgrader --port 8891"),
+                                          ("hub", "coursekit hub start --port 8891")])
+def test_make_takes_a_port(target, line):
+    """Issue 33: `make formgrader PORT=…` and `make hub PORT=…` (the hub's port was only in course.yml)."""
+    root = Path(__file__).resolve().parents[2]
+    shown = subprocess.run(["make", "-n", target, "PORT=8891"], cwd=root,
+                           capture_output=True, text=True, check=True).stdout
+    assert line in shown, shown
+    plain = subprocess.run(["make", "-n", target], cwd=root, capture_output=True, text=True, check=True).stdout
+    assert "--port" not in plain, plain

@@ -45,14 +45,16 @@ STATIC = Path(__file__).resolve().parent / "templates" / "static"
 TEMPLATE_PATHS = [str(STATIC)]
 EXTENSION = "coursekit.grading.formgrader_extension"
 INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it (as `coursekit grade`)
-NODE_MODULES = Path("node_modules")  # holds mathjax/es5/tex-chtml.js (npm ci, run by `make setup`)
+# holds mathjax/es5/tex-chtml.js (npm ci, run by `make setup`): the kit's own, whatever the server's folder
+# (the hub's instructor server runs in build/hub/course, its spawner in build/hub/runtime)
+NODE_MODULES = Path(__file__).resolve().parents[3] / "node_modules"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
     parser.add_argument("--port", type=int, default=8890, help="port on 127.0.0.1 (default 8890)")
     parser.add_argument("--node-modules", type=Path, default=NODE_MODULES,
-                        help="npm folder holding mathjax/ (default: node_modules)")
+                        help=f"npm folder holding mathjax/ (default: {NODE_MODULES})")
 
 
 def safe_page_options(node_modules: Path = NODE_MODULES) -> list[str]:

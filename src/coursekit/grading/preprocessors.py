@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import html
 import re
+import secrets
+from html.parser import HTMLParser
 
 import bleach
 import nbformat
+from mistune import HTMLRenderer
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
 from nbgrader.preprocessors import ClearSolutions, LimitOutput, NbGraderPreprocessor
@@ -186,15 +190,44 @@ def clean_tex(text: str) -> str:
 
 
 def clean_markdown(text: str) -> str:
-    """clean_html, and Markdown links and link definitions whose target is not http(s), mailto or
-    a relative path are broken (`](` becomes `]\\(`), so `[x](javascript:...)` renders as text."""
+    """Student Markdown without active content, its math and code kept exactly as written.
+
+    clean_html, and Markdown links and link definitions whose target is not http(s), mailto or a relative
+    path are broken (`](` becomes `]\\(`), so `[x](javascript:...)` renders as text. The pages' Markdown
+    renderer (nbconvert's, mistune) escapes `<`, `>` and `&` in math, code spans and code blocks itself,
+    and MathJax reads the decoded text, so escaping them here too showed `std &lt; eps` and made
+    `$a<b$` a "Misplaced &": math and code (literal_spans) are set aside while bleach cleans the rest,
+    then put back, and clean_tex and the link guard run on the whole. If that text, rendered as the pages
+    render it, has any markup the fully escaped text has not (a span the renderer does not read as math
+    or code after all, e.g. one inside an HTML block), the fully escaped text is returned instead."""
+    escaped = _guard_links(clean_tex(clean_html(text)))
+    spans = literal_spans(text)
+    if not spans:
+        return escaped
+    marks = [f"ck{secrets.token_hex(8)}x{i}y" for i in range(len(spans))]
+    prose, last = [], 0
+    for mark, (start, end) in zip(marks, spans, strict=True):
+        prose += [text[last:start], mark]
+        last = end
+    cleaned = clean_html("".join(prose) + text[last:])
+    kept, last = [], 0
+    for mark, (start, end) in zip(marks, spans, strict=True):
+        at = cleaned.find(mark, last)
+        if at < 0 or cleaned.count(mark) != 1 or cleaned.rfind("<", 0, at) > cleaned.rfind(">", 0, at):
+            return escaped  # bleach dropped or moved it, or it sits inside a tag
+        kept += [cleaned[last:at], text[start:end]]
+        last = at + len(mark)
+    kept_text = _guard_links(clean_tex("".join(kept) + cleaned[last:]))
+    return kept_text if rendered_markup(kept_text) == rendered_markup(escaped) else escaped
+
+
+def _guard_links(text: str) -> str:
     def guard(match: re.Match) -> str:
         target = re.sub(r"[\x00-\x20<>]", "", html.unescape(match.group(2))).lower()
         scheme = re.match(r"[a-z][a-z0-9+.-]*:", target)
         if scheme and scheme.group(0)[:-1] not in SAFE_SCHEMES:
             return match.group(1) + "\\" + match.group(0)[len(match.group(1)):]
         return match.group(0)
-    text = clean_tex(clean_html(text))
     text = re.sub(r"(\])\(\s*([^)\s]*)", guard, text)
     return re.sub(r"(?m)^( {0,3}\[[^\]]+\]):\s*(\S*)", guard, text)
 
@@ -230,6 +263,65 @@ def _pixels(value: object) -> int | float | None:
     if type(value) in (int, float) and 0 < value <= MAX_SIZE:
         return value
     return None
+
+
+# What the pages' Markdown renderer escapes itself: math as nbconvert finds it
+# (nbconvert.filters.markdown_mistune.MathInlineParser: $$..$$, \\[..\\], $..$, \\(..\\), \begin{env}..\end{env}),
+# code spans (a run of backticks to the next run as long) and fenced code blocks but Mermaid's (CommonMark).
+LITERAL = re.compile("|".join(f"(?:{p})" for p in (
+    r"^ {0,3}(?P<fence>`{3,}|~{3,})(?![ \t]*mermaid)[^\n]*\n.*?^ {0,3}(?P=fence)[`~]*[ \t]*$",
+    r"(?<!`)(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`)",
+    r"(?<!\\)\$\$.*?(?<!\\)\$\$", r"(?<!\\)\\\\\[.*?(?<!\\)\\\\\]", r"(?<![$\\])\$.+?(?<![$\\])\$",
+    r"(?<!\\)\\\\\(.*?(?<!\\)\\\\\)", r"\\begin\{(?P<env>[a-z]*\*?)\}.*?\\end\{(?P=env)\}")), re.S | re.M)
+
+
+def literal_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the math, code spans and fenced code blocks of Markdown `text`, left to right."""
+    return [m.span() for m in LITERAL.finditer(text)]
+
+
+class _PlainCodeRenderer(IPythonRenderer):
+    """nbconvert's renderer with code blocks escaped by mistune instead of highlighted by Pygments (which
+    escapes them too, but splits them into tokens that depend on the text): the markup of a page."""
+
+    def block_code(self, code: str, info: str | None = None) -> str:
+        if info and info.startswith("mermaid"):
+            return super().block_code(code, info)
+        return HTMLRenderer.block_code(self, code)
+
+
+class _Markup(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.events: list[tuple[str, ...]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.events.append((tag, *sorted(name for name, _ in attrs)))
+
+    def handle_endtag(self, tag):
+        self.events.append(("/" + tag,))
+
+    def handle_comment(self, data):
+        self.events.append(("!--",))
+
+    def handle_decl(self, decl):
+        self.events.append(("!",))
+
+    def handle_pi(self, data):
+        self.events.append(("?",))
+
+    def unknown_decl(self, data):
+        self.events.append(("!",))
+
+
+def rendered_markup(markdown: str) -> tuple[tuple[tuple[str, ...], ...], int]:
+    """The tags (with their attribute names), comments and declarations of `markdown` as the pages render
+    it, and how many `<` start markup there (which a lenient parser might not report)."""
+    page = MarkdownWithMath(renderer=_PlainCodeRenderer(escape=False)).render(markdown)
+    parser = _Markup()
+    parser.feed(page)
+    parser.close()
+    return tuple(parser.events), len(re.findall(r"<[A-Za-z/!?]", page))
 
 
 def sanitize_output(output: NotebookNode) -> NotebookNode:
