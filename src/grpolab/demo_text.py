@@ -292,7 +292,8 @@ def c_conclusion(sweep: dict) -> str:
     if larger:
         first = pairs[larger[0]]["mean"]
         parts.append(f"response-mean 下答错与答对回答的长度差比 {names(larger)} 大，Holm 校正后显著"
-                     f"（多 {first:+.2f} 个 token，约为 response-mean 最终平均长度 {length:.1f} 的 {_pct(first / length)}）")
+                     f"（多 {first:+.2f} 个 token，约为 response-mean 最终平均长度 {length:.1f} 的 "
+                     f"{_pct(first / length)}）")
     if smaller:
         parts.append(f"比 {names(smaller)} 小，校正后显著，方向与预言相反")
     if unclear:
@@ -300,7 +301,8 @@ def c_conclusion(sweep: dict) -> str:
     own = sweep["modes"]["response_mean"]["gap_within"]
     lo, hi = own["ci95"]
     contains = "无法判断是否包含 0" if lo is None else ("也包含 0" if lo <= 0 <= hi else "不含 0")
-    return ("；".join(parts) + "。token-mean 与 fixed-length 都去掉了 $1/|o_i|$，在同一批内梯度方向相同（只差一个批内常数），"
+    return ("；".join(parts) + "。token-mean 与 fixed-length 都去掉了 $1/|o_i|$，"
+            "在同一批内梯度方向相同（只差一个批内常数），"
             "Dr. GRPO 对两者的预言一样，而两个比较的结论不一致；response-mean 自身的组内长度差"
             f"{_ci(own, '+.2f')}（与 0 比）{contains}。"
             "所以这次运行对长度偏置的结论是不确定：不能说看到了 Dr. GRPO 预言的偏置，"

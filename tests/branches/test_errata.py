@@ -21,7 +21,7 @@ PAPERS = {"DeepSeekMath": "2402.03300", "Dr. GRPO": "2503.20783", "GSPO": "2507.
 REPOSITORY_FILE = re.compile(r"(verl|TRL) `[^`]+` @ ([0-9a-f]{8})")  # a peer's file at the commit it was read
 CALLOUT = re.compile(r'^::: \{\.callout-warning title="(勘误：[^"]+)" erratum="([a-z0-9-]+)"\}\n(.*?)\n:::$',
                      re.M | re.S)
-SOLUTION_ONLY = {"std-weighting", "q3-compute"}  # correct the Q2 / Q3 reference answers, shown only in the solution branch
+SOLUTION_ONLY = {"std-weighting", "q3-compute"}  # correct the Q2 / Q3 reference answers: solution branch only
 WRONG = {  # the author's wording, which may survive only inside the notes that quote it
     "critic-memory": "至少 50% 的集群显存",
     "formula-eps": r"\text{std}(\{r_1, \dots, r_G\}) + \epsilon}",

@@ -53,7 +53,8 @@ def test_a_wrong_aggregation_is_named_with_a_hint():
     mixed_up = weights.replace('"response_mean": None', '"response_mean": [[1 / 4], [1 / 4, 1 / 4, 1 / 4]]') \
                       .replace('"token_mean": None', '"token_mean": [[1 / 4], [1 / 4]]')
     lines = run(mixed_up, check)
-    assert lines[0].startswith("response_mean：✗ 权重不对") and lines[1].startswith("token_mean：✗ 形状要与 losses 相同")
+    assert lines[0].startswith("response_mean：✗ 权重不对")
+    assert lines[1].startswith("token_mean：✗ 形状要与 losses 相同")
 
 
 def test_the_clip_sentence_quotes_demo_a():

@@ -22,7 +22,8 @@ HEADER = "import math\n\ndef group_advantages(rewards, eps=1e-8):\n"
 EXERCISE = strip_answer_markers(parse_lesson(LESSON).exercise.body)
 REFERENCE = EXERCISE.split("\nassert")[0]
 BODY = REFERENCE.split("def group_advantages(rewards, eps=1e-8):\n", 1)[1]
-SAMPLE = "本课约定用总体方差（除以 G），不是样本方差（除以 G-1；verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）"
+SAMPLE = ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
+     "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）")
 
 MUTANTS = {
     # name: (implementation, {test cell: its one diagnostic, None where the cell passes})
@@ -74,7 +75,8 @@ MUTANTS = {
 
 
 ONE_PASS = "    var = sum(r * r for r in rewards) / len(rewards) - mean ** 2"
-NEGATIVE_VARIANCE = ("相同的非零奖励组：group_advantages 抛出 ValueError；方差按 E[r²] − mean² 计算时会因舍入成为很小的负数，"
+NEGATIVE_VARIANCE = ("相同的非零奖励组：group_advantages 抛出 ValueError；"
+                     "方差按 E[r²] − mean² 计算时会因舍入成为很小的负数，"
                      "math.sqrt 随即报错：先减均值再平方，或把方差截断到 0")
 VALID = {
     # name: (implementation, {test cell: its one diagnostic, None where the cell passes}): other ways to
