@@ -10,7 +10,7 @@ LESSON_ARG := $(if $(LESSON),--lesson $(LESSON))
 # SYSTEM_FLAGS=--check: only look for the system packages, install nothing
 
 .PHONY: all setup system-setup system-figures system-test branches figures editor release grade check report \
-        formgrader export demo site lab student-bundle test lint bench fuzz clean hub hub-stop test-hub
+        formgrader export demo demo-text site lab student-bundle test lint bench fuzz clean hub hub-stop test-hub
 
 all: branches figures release site
 
@@ -69,6 +69,10 @@ export: $(STAMP)
 # ---- demo notebook (CPU defaults; see README for the GPU command)
 demo: $(STAMP)
 	$(PY) -m papermill lessons/lesson11_grpo_demo.ipynb lessons/lesson11_grpo_demo.ipynb --cwd lessons
+
+# the demo's text rewritten from the committed assets/figs/demo_*.json, without training again
+demo-text: $(STAMP)
+	$(PY) -m grpolab.demo_refresh
 
 # ---- site: Quarto when installed, otherwise the no-Quarto preview
 site: $(STAMP) branches release

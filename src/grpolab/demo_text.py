@@ -219,8 +219,8 @@ def section_b(sweep: dict) -> str:
     called = "、".join(f"第 {h} 步" for h, ok in zip(sweep["horizons"], supported, strict=True) if ok) or "没有"
     lines.append(f"- 两个长度下平均最高的 G {'相同' if same else '不同'}（{' → '.join(f'G = {b}' for b in tops)}"
                  f"；校正后能称为“最好”的：{called}）。"
-                 "本任务里 prompt 之间不共享解法，一步覆盖的 prompt 少就学得慢；prompt 能互相泛化的任务里，"
-                 "覆盖面的代价可能小得多（这里没有测）。")
+                 "为什么大 G 不占优，这里没有单独测量：一个可能的解释是本任务里 prompt 之间不共享解法，"
+                 "一步覆盖的 prompt 少就学得慢，但存下的数字没有把覆盖面与其他因素分开（不确定）。")
     lines.append("- " + run_parameters(sweep["config"], sweep["seeds"],
                                        ("G", "B", "K", "steps", "lr", "clip", "beta", "advantage", "aggregation",
                                         "adv_eps", "task", "seeds"),
@@ -291,15 +291,22 @@ def c_conclusion(sweep: dict) -> str:
     parts = []
     if larger:
         first = pairs[larger[0]]["mean"]
-        parts.append(f"response-mean 下答错与答对回答的长度差比 {names(larger)} 大，Holm 校正后显著，方向与 Dr. GRPO "
-                     f"的预言一致（比 {names(larger[:1])} 多 {first:+.2f} 个 token，约为 response-mean 最终平均长度 "
-                     f"{length:.1f} 的 {_pct(first / length)}）")
+        parts.append(f"response-mean 下答错与答对回答的长度差比 {names(larger)} 大，Holm 校正后显著"
+                     f"（多 {first:+.2f} 个 token，约为 response-mean 最终平均长度 {length:.1f} 的 "
+                     f"{_pct(first / length)}）")
     if smaller:
         parts.append(f"比 {names(smaller)} 小，校正后显著，方向与预言相反")
     if unclear:
         parts.append(f"与 {names(unclear)} 的差校正后不显著")
-    return ("；".join(parts) + "：偏置只在部分比较中看得到，不能说 response-mean 比其他聚合都更偏向让答错的回答变长。"
-            "偏置大小取决于任务与模型。")
+    own = sweep["modes"]["response_mean"]["gap_within"]
+    lo, hi = own["ci95"]
+    contains = "无法判断是否包含 0" if lo is None else ("也包含 0" if lo <= 0 <= hi else "不含 0")
+    return ("；".join(parts) + "。token-mean 与 fixed-length 都去掉了 $1/|o_i|$，"
+            "在同一批内梯度方向相同（只差一个批内常数），"
+            "Dr. GRPO 对两者的预言一样，而两个比较的结论不一致；response-mean 自身的组内长度差"
+            f"{_ci(own, '+.2f')}（与 0 比）{contains}。"
+            "所以这次运行对长度偏置的结论是不确定：不能说看到了 Dr. GRPO 预言的偏置，"
+            "也不能说 response-mean 比其他聚合都更偏向让答错的回答变长。偏置大小取决于任务与模型。")
 
 
 def section_c(sweep: dict) -> str:
@@ -443,11 +450,14 @@ def summary(run: dict, sweep_b: dict, sweep_c: dict, data_d: dict, data_e: dict)
         f"第 {n} 步占 {h['zero_var_frac'][n]:.2f}"
         f"（{mostly(ps['expected_all_wrong_end'][0], ps['expected_all_right_end'][0])}）；"
         f"{ps['stuck_end'][0]} 个先验很差的 prompt 到最后成功概率仍低于 {run['prompts']['stuck_p']}，"
-        "几乎拿不到信号（课文“零方差分支”）。KL 项把策略拉向参考策略：每 token k3 中位数 "
-        f"{ps['kl_median'][0]:.2f}，每个答案 token {ps['kl_answer'][0]:.2f}、草稿 token {ps['kl_scratch'][0]:.2f}。",
+        "几乎拿不到信号（课文“零方差分支”）。策略与参考策略的距离（β = "
+        f"{run['config']['kl_coef']:g} 时）：每 token k3 中位数 "
+        f"{ps['kl_median'][0]:.2f}，每个答案 token {ps['kl_answer'][0]:.2f}、草稿 token {ps['kl_scratch'][0]:.2f}"
+        "（(a) 没有对照的 β，看不出 KL 项把策略拉回了多少）。",
         f"- **(b) 固定预算下的 group size（Q3）**：零方差比例与 $p^G+(1-p)^G$ 相符（最大偏差 {max_dev:.3f}）；"
         f"第 {last} 步平均准确率最高的是 G = {rk['order'][0]}。{best_claim(rk)}"
-        "曲线还在上升，这个排序只对这个训练长度成立；G 太小浪费在零方差组上，G 太大一步覆盖的 prompt 太少。",
+        "曲线还在上升，这个排序只对这个训练长度成立；G 小时零方差组多（上面的实测），"
+        "G 大时一步覆盖的 prompt 少是否拖慢了学习，存下的数字没有单独测量（不确定）。",
     ]
     if sweep_c["gap_pairs"]:
         real = [_pair_names(k) for k, t in sweep_c["pairs_holm"]["tests"].items() if t["reject"]]

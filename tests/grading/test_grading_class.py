@@ -133,8 +133,10 @@ def test_manual_grades_and_veto_comments_decide_passed(graded_class, tmp_path):
 
 DIAGNOSTICS = {
     # kind: {test cell: the evalue of its one error output in the autograded notebook}
-    "sample_variance": {"test_normal": "方差要用总体方差（除以 G），不是样本方差（除以 G-1）",
-                        "test_boundary": "方差要用总体方差（除以 G），不是样本方差（除以 G-1）",
+    "sample_variance": {"test_normal": ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
+     "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）"),
+                        "test_boundary": ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
+     "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）"),
                         "test_aggregation": "练习单元格没有运行到长度聚合断言（前面的断言失败），或改动了三个配方"},
     "std_eq_zero": {"test_boundary": "相同的非零奖励组：浮点误差让 std 略大于 0，组没有归零：要用 std < eps 判断，"
                                      "而不是 std == 0"},

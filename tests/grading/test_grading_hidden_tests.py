@@ -22,7 +22,8 @@ HEADER = "import math\n\ndef group_advantages(rewards, eps=1e-8):\n"
 EXERCISE = strip_answer_markers(parse_lesson(LESSON).exercise.body)
 REFERENCE = EXERCISE.split("\nassert")[0]
 BODY = REFERENCE.split("def group_advantages(rewards, eps=1e-8):\n", 1)[1]
-SAMPLE = "方差要用总体方差（除以 G），不是样本方差（除以 G-1）"
+SAMPLE = ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
+     "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）")
 
 MUTANTS = {
     # name: (implementation, {test cell: its one diagnostic, None where the cell passes})
@@ -62,10 +63,43 @@ MUTANTS = {
     "empty group accepted": (
         BODY.replace('raise ValueError("group cannot be empty")', "return []"),
         {"normal": None, "boundary": "空组必须抛出 ValueError：不能返回空列表或零优势"}),
+    "divide by the group mean": (
+        BODY.replace(BODY[BODY.index("    var = "):BODY.index("\n    std =")], "    var = mean ** 2"),
+        {"normal": "普通的组：优势与参考实现不一致（先减组均值，再除以总体标准差）",
+         "boundary": "方差很小但高于 eps 的组：结果不对；std 不小于 eps 时要标准化"}),
     "tuple results": (
         BODY.replace("return [(r - mean) / std for r in rewards]", "return tuple((r - mean) / std for r in rewards)"),
         {"normal": "普通的组：要返回 list（普通列表），而不是其他类型的对象",
          "boundary": "方差很小但高于 eps 的组：要返回与组等长的 list（普通列表）"}),
+}
+
+
+ONE_PASS = "    var = sum(r * r for r in rewards) / len(rewards) - mean ** 2"
+NEGATIVE_VARIANCE = ("相同的非零奖励组：group_advantages 抛出 ValueError；"
+                     "方差按 E[r²] − mean² 计算时会因舍入成为很小的负数，"
+                     "math.sqrt 随即报错：先减均值再平方，或把方差截断到 0")
+VALID = {
+    # name: (implementation, {test cell: its one diagnostic, None where the cell passes}): other ways to
+    # fill the blanks. A constant group's advantages count as 0.0 up to rounding (|A| <= 1e-6): the one-pass
+    # variance leaves std ~1e-8 there (0.7 * 3: 1.29e-8 >= eps), so it standardises rounding noise to ~1e-8.
+    "one-pass variance E[r^2] - mean^2, clamped at 0": (
+        BODY.replace(BODY[BODY.index("    var = "):BODY.index("\n    std =")], f"    var = max({ONE_PASS[10:]}, 0.0)"),
+        {"normal": None, "boundary": None}),
+    "one-pass variance E[r^2] - mean^2, not clamped (negative on 0.1 * 3)": (
+        BODY.replace(BODY[BODY.index("    var = "):BODY.index("\n    std =")], ONE_PASS),
+        {"normal": None, "boundary": NEGATIVE_VARIANCE}),
+    "statistics.pvariance": (
+        "    import statistics\n" + BODY.replace(BODY[BODY.index("    var = "):BODY.index("\n    std =")],
+                                                "    var = statistics.pvariance(rewards)"),
+        {"normal": None, "boundary": None}),
+    "numpy var": (
+        "    import numpy\n" + BODY.replace(BODY[BODY.index("    var = "):BODY.index("\n    std =")],
+                                           "    var = numpy.var(rewards)"),
+        {"normal": None, "boundary": None}),
+    "zero branch (r - mean) / (std + eps)": (
+        BODY.replace("return [0.0] * len(rewards)", "return [(r - mean) / (std + eps) for r in rewards]"),
+        {"normal": None, "boundary": "方差很小的组：std < eps 时整组要返回 0.0：零方差分支返回了非零值（例如仍在计算 "
+                                     "(r − mean)/(std + eps)）"}),
 }
 
 
@@ -100,6 +134,13 @@ def judge(code: str, show_inputs: bool = False) -> dict[str, trusted.Failure | N
 @pytest.mark.parametrize("name", MUTANTS)
 def test_each_wrong_implementation_gets_its_own_diagnostic(name):
     implementation, expected = MUTANTS[name]
+    verdicts = judge(HEADER + implementation)
+    assert {cell: f and f.evalue for cell, f in verdicts.items() if cell != "aggregation"} == expected
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_each_other_way_to_fill_the_blanks_gets_its_one_verdict(name):
+    implementation, expected = VALID[name]
     verdicts = judge(HEADER + implementation)
     assert {cell: f and f.evalue for cell, f in verdicts.items() if cell != "aggregation"} == expected
 

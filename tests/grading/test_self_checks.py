@@ -16,7 +16,7 @@ import re
 import nbformat
 import pytest
 from submission_kinds import EXERCISE, LESSON, solve
-from test_grading_hidden_tests import BODY, HEADER, MUTANTS, REFERENCE, LocalKernel, cells
+from test_grading_hidden_tests import BODY, HEADER, MUTANTS, REFERENCE, VALID, LocalKernel, cells
 from test_grading_hidden_tests import EXERCISE as REFERENCE_CELL
 
 from coursekit.grading.judge import trusted
@@ -118,15 +118,30 @@ def test_each_wrong_variant_fails_a_self_check_or_gets_full_marks(name):
         assert CJK.search(message) or cid == "given_checks", f"{name}: {cid} fails without a Chinese reason: {message}"
 
 
-@pytest.mark.parametrize("name", MUTANTS)
+CATALOGUE = WRONG_VARIANTS | {name: implementation for name, (implementation, _) in VALID.items()}
+
+
+@pytest.mark.parametrize("name", CATALOGUE)
 def test_a_self_check_gives_the_hidden_tests_reason(name):
-    """Where a hidden test fails a mutant, the same test cell's self-check fails it with the same words."""
-    hidden = {cid: f.evalue for cid, f in judge(student_cell(MUTANTS[name][0])).items() if f}
-    mine = self_check(student_cell(MUTANTS[name][0]))
+    """Each test cell fails in Check exactly where the grader fails it, with the same words (the kind of
+    input may differ; the reason after it may not) - for every wrong variant and every other way to fill
+    the blanks in the catalogue."""
+    code = student_cell(CATALOGUE[name])
+    hidden = {cid: f and f.evalue for cid, f in judge(code).items()}
+    mine = self_check(code)
     for cid, message in hidden.items():
-        assert mine[cid], (cid, message)
-        if cid != "aggregation":  # scored on the student's own run: the self-check says so in its own words
+        assert bool(mine[cid]) == bool(message), (cid, mine[cid], message)
+        if message and cid != "aggregation":  # scored on the student's own run: the self-check says so in its own words
             assert reason(mine[cid]) == reason(message), (cid, mine[cid], message)
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_other_ways_to_fill_the_blanks_get_one_verdict_from_check_and_grader(name):
+    """The catalogue's verdict (test_grading_hidden_tests.VALID) is what Check says and what the grader scores."""
+    code = student_cell(VALID[name][0])
+    mine = self_check(code)
+    assert {cid: mine[cid] and reason(mine[cid]) for cid in VALID[name][1]} == {
+        cid: message and reason(message) for cid, message in VALID[name][1].items()}
 
 
 def test_the_vetoed_guard_change_is_named_by_a_self_check_and_by_the_grader():
@@ -169,7 +184,8 @@ def test_self_checks_use_inputs_of_their_own():
         block = SELF_CHECK_BLOCK.search(visible_test_code(cell.body))
         if block is None:
             continue
-        shared = _literal_groups(hidden) & _literal_groups(block.group(0))
+        visible = _literal_groups(LESSON_PARSED.exercise.body)  # the seed's own asserts: public inputs
+        shared = (_literal_groups(hidden) & _literal_groups(block.group(0))) - visible
         assert not shared, (cell.options["test_id"], shared)
         code = {line.strip() for line in hidden.split("\n") if len(line.strip()) > 20
                 and not line.strip().startswith(('"', 'f"', "'", "#"))}  # as test_grading_attacks reads them

@@ -28,7 +28,7 @@ from replay import FILE as REPLAY_FILE
 from replay import config as replay_config
 from replay import replay, step1_rollout
 
-from grpolab import demo_plots, demo_text
+from grpolab import demo_plots, demo_refresh, demo_text
 from grpolab import experiments as ex
 from grpolab.train import train
 
@@ -101,7 +101,7 @@ def figures_and_paragraphs() -> tuple[list[str], list[str]]:
 
 def test_every_paragraph_and_alt_text_is_rendered_from_the_committed_numbers():
     data = {k: committed(k) for k in RENDER}
-    want_md = [RENDER[k][0](data[k]) for k in "abcde"] + [demo_text.summary(*(data[k] for k in "abcde"))]
+    want_md = demo_refresh.paragraphs(data)  # what `make demo-text` writes into the notebook
     figures, paragraphs = figures_and_paragraphs()
     assert paragraphs == want_md
     assert len(figures) == 5

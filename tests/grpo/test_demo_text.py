@@ -96,6 +96,19 @@ def test_bias_absent_reversed_and_mixed_get_their_own_sentences():
     sentence = demo_text.c_conclusion(mixed)
     assert "比 token-mean 大，Holm 校正后显著" in sentence and "与 fixed-length 的差校正后不显著" in sentence
     assert "不能说 response-mean 比其他聚合都更偏" in sentence
+    # token-mean and fixed-length have one gradient direction within a batch: disagreeing comparisons are
+    # no confirmation of Dr. GRPO's prediction, and the sentence never says they are (issue 32, finding 11)
+    assert "结论是不确定" in sentence and "方向与 Dr. GRPO" not in sentence and "一致，" not in sentence
+
+
+def test_the_summary_claims_no_kl_pull_and_no_coverage_mechanism_it_did_not_measure():
+    """(a) has no β comparison and (b) stores no number that isolates prompt coverage (issue 32, finding 11)."""
+    from test_demo import committed
+
+    text = demo_text.summary(*(committed(k) for k in "abcde"))
+    assert "KL 项把策略拉向参考策略" not in text and "看不出 KL 项把策略拉回了多少" in text
+    assert "G 太大一步覆盖的 prompt 太少" not in text and "没有单独测量（不确定）" in text
+    assert "没有单独测量" in demo_text.section_b(committed("b"))
 
 
 # ---- (b): "G = 4 is best" needs every comparison after Holm ---------------------------------------------
