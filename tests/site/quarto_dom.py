@@ -36,6 +36,7 @@ DISPLAY_MATH = re.compile(r"^\$\$\n(.+?)\n\$\$", re.M | re.S)
 # pandoc's tex_math_dollars: no space after the opening $, none before the closing one, no digit after it
 INLINE_MATH = re.compile(r"(?<![\\$])\$(?![\s$])([^$\n]+?)(?<!\s)\$(?!\d)")
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
+LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
 TEXT_COLUMN_PX = 778  # Quarto 1.10.18's lesson text column at 1280 px (issue 33)
 
 HEAD = """<!DOCTYPE html>
@@ -104,14 +105,16 @@ def mermaid_cell(source: str) -> str:
 
 
 def inline_text(text: str) -> str:
-    """One line of Markdown text as HTML: inline math as pandoc writes it, code as <code>, the rest escaped."""
+    """One line of Markdown text as HTML: inline math as pandoc writes it, code as <code>, links as <a>, the
+    rest escaped."""
     parts, last = [], 0
     for match in INLINE_MATH.finditer(text):
         parts.append(html.escape(text[last:match.start()]))
         parts.append(f'<span class="math inline">\\({html.escape(match[1])}\\)</span>')
         last = match.end()
     parts.append(html.escape(text[last:]))
-    return INLINE_CODE.sub(lambda m: f"<code>{m[1]}</code>", "".join(parts).replace("**", ""))
+    text = INLINE_CODE.sub(lambda m: f"<code>{m[1]}</code>", "".join(parts).replace("**", ""))
+    return LINK.sub(lambda m: f'<a href="{m[2]}">{m[1]}</a>', text)
 
 
 def body(qmd: str) -> str:
