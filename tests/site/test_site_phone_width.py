@@ -71,7 +71,8 @@ def narrow_page(tmp_path_factory: pytest.TempPathFactory, serve_directory) -> st
     paragraphs = [f'<p>公式 <span class="math inline">\\({html.escape(tex)}\\)</span> 之后的文字。</p>'
                   for tex in formulas]
     paragraphs += [f"<p>运行 <code>{html.escape(text)}</code> 自查。</p>" for text in code]
-    paragraphs.append(f'<p>比任何手机都宽的公式 <span class="math inline">\\({html.escape(WIDER_THAN_A_PHONE)}\\)</span>。</p>')
+    wide = html.escape(WIDER_THAN_A_PHONE)
+    paragraphs.append(f'<p>比任何手机都宽的公式 <span class="math inline">\\({wide}\\)</span>。</p>')
     (folder / "index.html").write_text(FIXTURE.read_text(encoding="utf-8").replace("{content}", "\n".join(paragraphs)),
                                        encoding="utf-8")
     shutil.copyfile(ROOT / "node_modules/bootstrap/dist/css/bootstrap.min.css", folder / "bootstrap.min.css")
