@@ -32,6 +32,8 @@ DISPLAY_MATH = re.compile(r"\$\$.+?\$\$", re.S)
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
 # pandoc's tex_math_dollars: no space after the opening $, none before the closing one, no digit after it
 INLINE_MATH = re.compile(r"(?<![\\$])\$(?![\s$])([^$\n]+?)(?<!\s)\$(?!\d)")
+# not from a source: the box a formula wider than a phone scrolls in (the lesson's own formulas all fit)
+WIDER_THAN_A_PHONE = r"a_1 + a_2 + a_3 + a_4 + a_5 + a_6 + a_7 + a_8 + a_9 + a_{10} + a_{11} + a_{12} + a_{13} + a_{14}"
 
 
 def markdown_texts() -> list[str]:
@@ -69,6 +71,8 @@ def narrow_page(tmp_path_factory: pytest.TempPathFactory, serve_directory) -> st
     paragraphs = [f'<p>公式 <span class="math inline">\\({html.escape(tex)}\\)</span> 之后的文字。</p>'
                   for tex in formulas]
     paragraphs += [f"<p>运行 <code>{html.escape(text)}</code> 自查。</p>" for text in code]
+    wide = html.escape(WIDER_THAN_A_PHONE)
+    paragraphs.append(f'<p>比任何手机都宽的公式 <span class="math inline">\\({wide}\\)</span>。</p>')
     (folder / "index.html").write_text(FIXTURE.read_text(encoding="utf-8").replace("{content}", "\n".join(paragraphs)),
                                        encoding="utf-8")
     shutil.copyfile(ROOT / "node_modules/bootstrap/dist/css/bootstrap.min.css", folder / "bootstrap.min.css")
@@ -88,7 +92,7 @@ def sideways(page: object) -> dict:
             past: inline.filter(e => e.getBoundingClientRect().right > width + 0.5)
                 .map(e => e.textContent.slice(0, 40)),
             scrolling: [...document.querySelectorAll('mjx-container:not([display=true])')]
-                .filter(m => m.scrollWidth > m.clientWidth + 1).length,
+                .filter(m => m.scrollWidth > m.clientWidth + 1).map(m => m.textContent.slice(0, 40)),
             count: inline.length,
         };
     }""")
@@ -105,9 +109,11 @@ def test_inline_formulas_and_code_stay_in_a_phone_wide_quarto_page(browser, narr
         page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         page.evaluate("() => MathJax.startup.promise")
         result = sideways(page)
-        assert result["count"] >= len(formulas) + len(code)
+        assert result["count"] >= len(formulas) + len(code) + 1
         assert result["page"] <= 0 and not result["past"], result
-        assert result["scrolling"] >= 1, "the widest formula scrolls inside its own box"
+        assert [s[:12] for s in result["scrolling"]] == ["a1+a2+a3+a4+"], (
+            "only the formula wider than a phone scrolls inside its own box; every source formula fits, so no "
+            "result (≈ 0.6667, ≈ −1.2247) is cut off")
         wrapping = page.evaluate("""() => [...document.querySelectorAll(':not(pre) > code')]
             .map(c => getComputedStyle(c).whiteSpace + ' ' + getComputedStyle(c).overflowWrap)""")
         assert set(wrapping) == {"pre-wrap anywhere"}, "inline code wraps anywhere, over Quarto's own rule"
