@@ -3,9 +3,9 @@
 `run_until_stopped(cmd)` starts `cmd` in its own process group (its own session: a terminal's Ctrl-C
 reaches this process only, which then stops the child once and quietly) and waits until the child ends
 or this process receives SIGINT (Ctrl-C), SIGTERM or SIGHUP (a closed terminal). Then it stops the
-child's whole process group: `stop_signal` (SIGTERM: Jupyter's server shuts its kernels down; SIGINT:
-its quiet shutdown when stdin is not a terminal, after which its kernels see their parent gone and
-exit), up to `grace` seconds for a clean shutdown, then SIGKILL. The same happens if waiting fails for any other
+child's whole process group: `stop_signal` to the child (SIGTERM: Jupyter's server shuts its kernels
+down; SIGINT: its quiet shutdown when stdin is not a terminal, after which its kernels see their parent
+gone and exit), up to `grace` seconds for a clean shutdown, then SIGKILL to what is left of its group. The same happens if waiting fails for any other
 reason, so the child never outlives its command.
 
 Standard library only, Python 3.9 or later, any OS (without SIGHUP or process groups on Windows): the
@@ -68,9 +68,10 @@ def run_until_stopped(cmd, cwd=None, env=None, grace=30.0, stop_signal=signal.SI
 
 
 def stop_group(child, grace=30.0, stop_signal=signal.SIGTERM):
-    """Stop `child` and its process group: `stop_signal`, wait up to `grace` seconds, then SIGKILL; reap it."""
+    """Stop `child` and its process group: `stop_signal` to the child (which stops what it started), up to
+    `grace` seconds for it to exit, then SIGKILL to whatever of its group is left; reap it."""
     if child.poll() is None:
-        _signal_group(child, stop_signal)
+        child.send_signal(stop_signal)
         try:
             child.wait(timeout=grace)
         except subprocess.TimeoutExpired:
