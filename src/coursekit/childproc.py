@@ -5,12 +5,12 @@ reaches this process only, which then stops the child once and quietly) and wait
 or this process receives SIGINT (Ctrl-C), SIGTERM or SIGHUP (a closed terminal). Then it stops the
 child's whole process group: `stop_signal` to the child (SIGTERM: Jupyter's server shuts its kernels
 down; SIGINT: its quiet shutdown when stdin is not a terminal, after which its kernels see their parent
-gone and exit), up to `grace` seconds for a clean shutdown, then SIGKILL to what is left of its group. The same happens if waiting fails for any other
-reason, so the child never outlives its command.
+gone and exit), up to `grace` seconds for a clean shutdown, then SIGKILL to what is left of its group.
+The same happens if waiting fails for any other reason, so the child never outlives its command.
 
 Standard library only, Python 3.9 or later, any OS (without SIGHUP or process groups on Windows): the
 student bundle's `lab.py` runs a copy of this file (`coursekit.bundle` ships it as `childproc.py`);
-`coursekit lab`, `coursekit formgrader` and `coursekit hub start` use it here.
+`coursekit lab` and `coursekit formgrader` use it here, `coursekit hub start` its StopSignals.
 """
 
 import os
