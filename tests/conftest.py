@@ -1,15 +1,21 @@
 """Shared fixtures: the project root, the seed's exercise cell, a static file server, one Chromium, a stale
-matplotlib font cache, and committed (git HEAD) files."""
+matplotlib font cache, and committed (git HEAD) files; and the session's leftover check: a run that leaves
+a process of its own running (a server, a kernel, a sandbox, a database) fails, naming it and the test.
+"""
 
+import ctypes
 import functools
 import http.server
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from coursekit.system import NEEDS, find_chromium, stop_line
@@ -130,3 +136,121 @@ def browser() -> Iterator[object]:
         chromium = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+# ---- nothing a test starts outlives the session
+# The pytest process is made a child subreaper (Linux): a process whose parent died without stopping it
+# (JupyterLab after its lab.py was killed, a daemonised database) is re-parented here instead of to init,
+# so every process the tests started is a descendant until it exits. At the end of the session (after
+# every fixture's teardown) any descendant still running is a leftover: the run fails with its command
+# line and the test after which it was first seen running, and it is killed.
+PR_SET_CHILD_SUBREAPER = 36
+ENDS_WITH_PYTEST = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")  # exit when pytest does
+LEFTOVER_GRACE_S = 15.0  # for processes still shutting down (a kernel its server just asked to stop)
+_first_seen: dict[int, str] = {}  # pid -> the test after which that descendant was first seen running
+_BEFORE = pytest.StashKey[set]()  # the descendants already running when the session started
+
+
+def _become_subreaper() -> None:
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap_zombies() -> None:
+    """Collect the exit status of re-parented children that ended (nothing else waits for them)."""
+    for child in psutil.Process().children():
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(child.pid, os.WNOHANG)
+        except (psutil.NoSuchProcess, ChildProcessError):
+            pass
+
+
+def running_descendants() -> list[psutil.Process]:
+    """This process's descendants that are running (not zombies), but not those that end with it."""
+    _reap_zombies()
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            cmdline = " ".join(proc.cmdline())
+            if proc.status() != psutil.STATUS_ZOMBIE and not any(m in cmdline for m in ENDS_WITH_PYTEST):
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def leftover_lines(procs: list[psutil.Process]) -> list[str]:
+    """One line per process: pid, the test after which it was first seen running, its command line."""
+    lines = []
+    for proc in procs:
+        try:
+            cmdline = " ".join(proc.cmdline())[:300]
+        except psutil.NoSuchProcess:
+            continue
+        lines.append(f"pid {proc.pid} (running since {_first_seen.get(proc.pid, 'the session end')}): {cmdline}")
+    return lines
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_stopped(pids: list[int], port: int | None = None, timeout_s: float = 30) -> None:
+    """Every process of `pids` has exited (zombies count as exited) and nothing listens on 127.0.0.1:`port`."""
+    deadline = time.monotonic() + timeout_s
+    alive = pids
+    while time.monotonic() < deadline:
+        _reap_zombies()
+        alive = [p for p in pids if _running(p)]
+        if not alive:
+            break
+        time.sleep(0.3)
+    assert not alive, leftover_lines([psutil.Process(p) for p in alive if _running(p)])
+    if port is not None:
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, f"something still listens on 127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def processes_gone() -> Callable[..., None]:
+    """processes_gone(pids, port=None): assert those processes exited and nothing listens on the port."""
+    return assert_stopped
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _become_subreaper()
+    session.config.stash[_BEFORE] = {p.pid for p in running_descendants()}
+
+
+def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
+    for proc in running_descendants():
+        _first_seen.setdefault(proc.pid, nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_BEFORE, set())
+    deadline = time.monotonic() + LEFTOVER_GRACE_S
+    while (left := [p for p in running_descendants() if p.pid not in before]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    title = f"{len(left)} process(es) the tests started still running (now killed)"
+    if reporter:
+        reporter.ensure_newline()
+        reporter.write_sep("=", title, red=True)
+    for line in leftover_lines(left) if reporter else [title, *leftover_lines(left)]:
+        reporter.write_line(line, red=True) if reporter else print(line, file=sys.stderr)
+    for proc in left:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    _reap_zombies()
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+

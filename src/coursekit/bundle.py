@@ -8,6 +8,7 @@
   served on 127.0.0.1 by the standard library;
 - `lab.py` + `requirements-lab.txt`: JupyterLab on the student's copy `work/<slug>.ipynb`, in Chinese,
   without terminals or the news pop-up (it installs JupyterLab into the bundle's `.venv` if needed);
+  `childproc.py` (a copy of `coursekit.childproc`) stops JupyterLab with it on Ctrl-C, SIGTERM or SIGHUP;
 - `使用说明.md`: the one-page instructions.
 Before writing the zip, every text file is scanned for the lesson's secrets (`coursekit.runner.secret_snippets`:
 answer lines, hidden tests, reference answers); one found is a CourseError naming the file.
@@ -31,6 +32,7 @@ from coursekit.lesson import GIVEN_CHECKS_TITLE, GIVEN_CHECKS_VETO, given_checks
 OUT_DIR = Path("build/student")
 STUDENT_FILES = Path(__file__).parent / "student"  # the bundle's scripts and its 使用说明 template
 SCRIPTS = ("check.py", "lab.py", "site.py")
+CHILDPROC = Path(__file__).parent / "childproc.py"  # lab.py's way of stopping JupyterLab with it
 README = "使用说明.md"
 KEEP = ("work", ".venv", ".jupyter")  # the student's own state in a bundle folder, never replaced or zipped
 LAB_PACKAGES = ("jupyterlab", "jupyterlab-language-pack-zh-cn", "ipykernel")  # pinned from requirements.txt
@@ -98,6 +100,7 @@ def write_folder(root: Path, entry: LessonEntry, out: Path) -> Path:
     (folder / "bundle.json").write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     for name in SCRIPTS:
         shutil.copyfile(STUDENT_FILES / name, folder / name)
+    shutil.copyfile(CHILDPROC, folder / CHILDPROC.name)
     (folder / "requirements-lab.txt").write_text(lab_requirements(root), encoding="utf-8")
     readme = (STUDENT_FILES / README).read_text(encoding="utf-8")
     (folder / README).write_text(readme.format(title=entry.title, notebook=notebook),

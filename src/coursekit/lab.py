@@ -6,7 +6,8 @@ or its kernels start in sees `solutions/` or `autograder/source/` on the way up;
 `lab.py` runs there, as a student's unpacked bundle runs it: the student's copy `work/<slug>.ipynb`
 (copied once, never overwritten; a copy that an older `make lab` left in the repository's `work/`
 is carried over once), a free port unless --port is given, no browser without a display, no
-terminals, the interface in Chinese and no news pop-up.
+terminals, the interface in Chinese and no news pop-up. Ctrl-C, SIGTERM or SIGHUP stops `lab.py`, which
+stops its JupyterLab and its kernels (`coursekit.childproc`) and says so in one line; exit 130 after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from coursekit import bundle
+from coursekit.childproc import exit_status, run_until_stopped
 from coursekit.errors import CourseError
 
 OLD_WORK_DIR = Path("work")  # where `make lab` kept the student's copy before the bundle
+STOP_GRACE = 60.0  # seconds lab.py gets to stop its JupyterLab (which gets 30) before it is killed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     carry_over_old_copy(root / OLD_WORK_DIR / f"{entry.slug}.ipynb", folder / "work" / f"{entry.slug}.ipynb")
     cmd = [sys.executable, str(folder / "lab.py"), *(["--port", str(args.port)] if args.port else []),
            *(["--no-browser"] if args.no_browser else [])]
-    return subprocess.run(cmd, cwd=folder, check=False).returncode
+    code, stopped_by = run_until_stopped(cmd, cwd=folder, grace=STOP_GRACE)
+    return code if stopped_by is None else exit_status(stopped_by)  # lab.py printed the line
 
 
 def carry_over_old_copy(old: Path, new: Path) -> None:

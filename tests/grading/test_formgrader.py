@@ -1,6 +1,7 @@
 """`coursekit formgrader` offline: the printed URL, and a submission in Chromium with the network
 blocked (math typeset by the course's own MathJax, Figure 11-1 shown, no request off 127.0.0.1), under
-its Content-Security-Policy; a PostgreSQL gradebook; Ctrl-C; the student's flags and vetoes on the page."""
+its Content-Security-Policy; a PostgreSQL gradebook; Ctrl-C, SIGTERM and SIGHUP; a busy port; the student's
+flags and vetoes on the page."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 from nbgrader.api import Gradebook
 from test_grading_commands import free_port
@@ -30,9 +33,10 @@ def test_make_formgrader_prints_the_formgrader_url_with_its_token(released_cours
     started = []
     monkeypatch.delenv("JUPYTER_TOKEN", raising=False)
     monkeypatch.setattr(formgrader, "serve", lambda cmd, cwd: started.append(cmd) or 0)
-    assert main(["formgrader", "--course", str(released_course.root), "--port", "8899"]) == 0
+    port = free_port()
+    assert main(["formgrader", "--course", str(released_course.root), "--port", str(port)]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith("formgrader: open http://127.0.0.1:8899/formgrader?token=")
+    assert first.startswith(f"formgrader: open http://127.0.0.1:{port}/formgrader?token=")
     token = first.rsplit("token=", 1)[1]
     assert len(token) == 48 and f"--IdentityProvider.token={token}" in started[0]
     assert (released_course.root / "exchange").is_dir()  # Exchange.root in nbgrader_config.py
@@ -179,6 +183,43 @@ def test_ctrl_c_stops_formgrader_with_one_line_and_it_starts_again(instructor_cl
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
         assert err.strip().splitlines() == ["formgrader: stopped (grades and comments are saved as you type "
                                             "them); run 'make formgrader' to go on, 'make report' for the CSV"]
+
+
+def test_a_busy_port_is_one_line_before_any_address_is_printed(released_course, capsys):
+    """Issue 30 item 7: a formgrader left running holds the port; the next start says so and prints no URL."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["formgrader", "--course", str(released_course.root), "--port", str(port)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.strip().splitlines() == [f"error: 127.0.0.1:{port}: port in use (Address already in use); stop what "
+                                        "serves there (an earlier formgrader?) or pick another port (--port)"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_stops_formgrader_and_its_server(signum, released_course, processes_gone):
+    """Issue 30 item 7: `kill` (SIGTERM) or a closed terminal (SIGHUP) to `coursekit formgrader` stops the
+    JupyterLab it started (which kept serving with the token), with the same one line as Ctrl-C."""
+    port, token = free_port(), "coursekit-stop"
+    proc = subprocess.Popen([sys.executable, "-m", "coursekit", "formgrader", "--course", str(released_course.root),
+                             "--port", str(port)], env={**os.environ, "JUPYTER_TOKEN": token},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_server(f"http://127.0.0.1:{port}", token)
+        server = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert server
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signum, err
+    assert err.strip().splitlines() == ["formgrader: stopped (grades and comments are saved as you type them); "
+                                        "run 'make formgrader' to go on, 'make report' for the CSV"]
+    processes_gone(server, port)
 
 
 @pytest.mark.slow

@@ -1,9 +1,10 @@
-"""Ctrl-C on `make hub` (SIGINT to `coursekit hub start`) and `make hub-stop` leave nothing running: not
-the hub, the proxy, a student's sandboxed server, its kernel, nor the cgroups."""
+"""Ctrl-C on `make hub` (SIGINT to `coursekit hub start`), a closed terminal (SIGHUP) and `make hub-stop`
+leave nothing running: not the hub, the proxy, a student's sandboxed server, its kernel, nor the cgroups."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -49,7 +50,19 @@ def assert_all_gone(hub, pids: set[int]) -> None:  # noqa: ANN001
 def test_ctrl_c_leaves_nothing_running(tmp_path: Path) -> None:
     hub = start_hub(tmp_path)
     pids = class_processes(hub)
-    assert stop_hub(hub) == 0
+    assert stop_hub(hub) == 130
+    assert_all_gone(hub, pids)
+    log = (tmp_path / "launcher.log").read_text(encoding="utf-8", errors="replace")
+    assert "Traceback" not in log and log.strip().splitlines()[-1].startswith("hub: stopped"), log[-2000:]
+
+
+@pytest.mark.timeout(600)
+def test_a_closed_terminal_leaves_nothing_running(tmp_path: Path) -> None:
+    """SIGHUP (the terminal `make hub` ran in was closed) ends the class as Ctrl-C does."""
+    hub = start_hub(tmp_path)
+    pids = class_processes(hub)
+    hub.process.send_signal(signal.SIGHUP)
+    assert hub.process.wait(timeout=180) == 128 + signal.SIGHUP
     assert_all_gone(hub, pids)
 
 

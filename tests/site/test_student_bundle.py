@@ -72,8 +72,8 @@ def self_check(folder: Path, nb: dict | None, name: str = "mine.ipynb") -> subpr
 
 def test_the_bundle_holds_what_a_student_needs(unpacked):
     names = {p.name for p in unpacked.iterdir()}
-    assert {NOTEBOOK, "check.py", "bundle.json", "lab.py", "requirements-lab.txt", "site.py", "使用说明.md",
-            "site"} == names
+    assert {NOTEBOOK, "check.py", "bundle.json", "lab.py", "childproc.py", "requirements-lab.txt", "site.py",
+            "使用说明.md", "site"} == names
     assert (unpacked / "site" / "exercises" / "lesson11_grpo.html").is_file()
     assert (unpacked / "site" / "assets" / "pyodide" / "pyodide.asm.wasm").is_file()
     assert not (unpacked / "site" / "solutions").exists()
@@ -261,8 +261,7 @@ def test_lab_runs_from_the_unpacked_bundle_in_chinese_without_terminals_on_a_fre
 def test_make_lab_runs_the_bundle_outside_the_repository(tmp_path, monkeypatch):
     ensure_release(ROOT)
     ran = {}
-    monkeypatch.setattr(lab.subprocess, "run", lambda cmd, cwd, check: ran.update(cmd=cmd, cwd=cwd) or
-                        subprocess.CompletedProcess(cmd, 0))
+    monkeypatch.setattr(lab, "run_until_stopped", lambda cmd, cwd, grace: ran.update(cmd=cmd, cwd=cwd) or (0, None))
     assert main(["lab", "--root", str(ROOT), "--home", str(tmp_path / "home"), "--no-browser"]) == 0
     cwd = Path(ran["cwd"])
     assert ran["cmd"][1:] == [str(cwd / "lab.py"), "--no-browser"]

@@ -11,7 +11,8 @@ It works offline:
 Safe with student text: the server loads coursekit.grading.formgrader_extension (a Content-Security-Policy
 without inline script, and the student's flags and vetoes above each submission); the submission page's
 scripts are served from templates/static/ (ServerApp.extra_static_paths). The gradebook may be sqlite or
-any database nbgrader's CourseDirectory.db_url names (PostgreSQL). Ctrl-C stops the server with one line.
+any database nbgrader's CourseDirectory.db_url names (PostgreSQL). Ctrl-C, SIGTERM or SIGHUP stops the
+server (`coursekit.childproc`) with one line; a busy port is an error before any address is printed.
 How to grade and how to record a veto: autograder/README.md.
 """
 
@@ -21,7 +22,7 @@ import argparse
 import os
 import secrets
 import signal
-import subprocess
+import socket
 import sys
 import warnings
 from pathlib import Path
@@ -31,6 +32,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from coursekit.childproc import exit_status, run_until_stopped
 from coursekit.errors import CourseError
 from coursekit.grading.course import DEFAULT_ROOT, Course, put_venv_on_path
 
@@ -44,7 +46,7 @@ TEMPLATE_DIRS = [str(Path(__file__).resolve().parent / "templates"),
 STATIC = Path(__file__).resolve().parent / "templates" / "static"
 TEMPLATE_PATHS = [str(STATIC)]
 EXTENSION = "coursekit.grading.formgrader_extension"
-INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it (as `coursekit grade`)
+INTERRUPTED = exit_status(signal.SIGINT)  # 130 after Ctrl-C, as a shell reports it (as `coursekit grade`)
 # holds mathjax/es5/tex-chtml.js (npm ci, run by `make setup`): the kit's own, whatever the server's folder
 # (the hub's instructor server runs in build/hub/course, its spawner in build/hub/runtime)
 NODE_MODULES = Path(__file__).resolve().parents[3] / "node_modules"
@@ -109,27 +111,31 @@ def check_gradebook(course: Course) -> None:
 
 
 def serve(cmd: list[str], cwd: Path) -> int:
-    """Run the server until it ends or Ctrl-C; then stop it (one SIGINT: Jupyter's quiet shutdown when
-    stdin is not a terminal) and say so in one line."""
-    # its own session: a terminal's Ctrl-C reaches this process only, which stops the server once
-    server = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        return server.wait()
-    except KeyboardInterrupt:
-        server.send_signal(signal.SIGINT)
+    """Run the server until it ends or Ctrl-C, SIGTERM or SIGHUP; then stop it (SIGINT: Jupyter's quiet
+    shutdown when stdin is not a terminal) and say so in one line."""
+    code, stopped_by = run_until_stopped(cmd, cwd=cwd, stop_signal=signal.SIGINT)
+    if stopped_by is None:
+        return code
+    print("formgrader: stopped (grades and comments are saved as you type them); "
+          "run 'make formgrader' to go on, 'make report' for the CSV", file=sys.stderr)
+    return exit_status(stopped_by)
+
+
+def check_port_free(port: int) -> None:
+    """A CourseError when something already listens on 127.0.0.1:`port` (say, a formgrader left running)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is free
         try:
-            server.wait(timeout=30)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
-            server.kill()
-            server.wait()
-        print("formgrader: stopped (grades and comments are saved as you type them); "
-              "run 'make formgrader' to go on, 'make report' for the CSV", file=sys.stderr)
-        return INTERRUPTED
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise CourseError(f"127.0.0.1:{port}: port in use ({exc.strerror}); stop what serves there (an "
+                              "earlier formgrader?) or pick another port (--port)") from None
 
 
 def run(args: argparse.Namespace) -> int:
     course = Course.at(args.course)
     prepare(course, args.node_modules)
+    check_port_free(args.port)
     put_venv_on_path()
     token = os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     print(f"formgrader: open http://127.0.0.1:{args.port}/formgrader?token={token}\n"

@@ -19,7 +19,9 @@ Steps, in order (each a function or class named below), streamed one student at 
 --dry-run grades into a scratch copy of the course (scratch_course) instead.
 
 Ctrl-C stops the workers and leaves every student either recorded completely (but for the feedback
-page) or not at all; the same command then grades the rest and writes the missing pages.
+page) or not at all; the same command then grades the rest and writes the missing pages. A --regrade
+pass is remembered until it completes (.ingest/regrade-<lesson>.json: the journal line it started at), so
+a rerun after Ctrl-C, with or without --regrade, regrades only the students that pass has not regraded yet.
 """
 
 from __future__ import annotations
@@ -121,16 +123,18 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     running: dict[str, tuple[Entry, str]] = {}  # sent to a worker, not recorded yet: entry, journal key
     recorder = Recorder(course, config)
     recorder.defer_feedback = True
+    since = regrade_pass(course, recorder.journal.lines, regrade)
     pool = bar = None
     try:
         pool = make_pool(scheduler, jobs, recorder.worker_config())
         import_while_grading(WRITER_MODULES)
         bar = tqdm(total=len(students), desc="grade", unit="nb", file=sys.stderr)
-        for student_id, executed, failure in pool.map(tasks(recorder, students, entries, running, regrade, bar)):
+        for student_id, executed, failure in pool.map(tasks(recorder, students, entries, running, since, bar)):
             with deferred_interrupt():  # a student is recorded completely or not at all
                 entry, key = running.pop(student_id)
                 record_student(recorder, entry, key, executed, failure)
             bar.update()
+        regrade_marker(course).unlink(missing_ok=True)  # every student of this pass is graded
     except KeyboardInterrupt:
         pool.close()  # stops the workers at once; their kernels are killed
         finished = len(entries) - len(running)
@@ -187,16 +191,37 @@ def make_pool(scheduler: str | None, jobs: int, config: Config):
     return DaskWorkers(scheduler, config)
 
 
+def regrade_marker(course: Course) -> Path:
+    return course.ingest_dir / f"regrade-{course.assignment}.json"
+
+
+def regrade_pass(course: Course, journal_lines: int, regrade: bool) -> int:
+    """The journal line from which a grade counts as done in this run: 0 (any grade from the same files),
+    the start of an unfinished --regrade pass (resumed, whatever the arguments), or now (a new pass)."""
+    marker = regrade_marker(course)
+    with suppress(OSError, ValueError, KeyError, TypeError):
+        since = int(json.loads(marker.read_text(encoding="utf-8"))["from_line"])
+        print("resuming the --regrade that was interrupted: the students it regraded are kept, the rest are "
+              "regraded", file=sys.stderr)
+        return since
+    if not regrade:
+        return 0
+    course.ingest_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"from_line": journal_lines}) + "\n", encoding="utf-8")
+    return journal_lines
+
+
 def tasks(recorder: Recorder, students: Ingest, entries: list[Entry], running: dict[str, tuple[Entry, str]],
-          regrade: bool, bar: tqdm) -> Iterator[tuple[str, str]]:
-    """(student_id, sanitised notebook JSON) for each gradable student not graded from these files yet."""
+          since: int, bar: tqdm) -> Iterator[tuple[str, str]]:
+    """(student_id, sanitised notebook JSON) for each gradable student not graded from these files yet
+    (at journal line `since` or later: see regrade_pass)."""
     for entry in students:  # Ingest reads and prepares each notebook inside its own StudentStep
         entries.append(entry)
         if entry.gradable:
             done = task = None
             with StudentStep(entry.flags, "nbgrader could not prepare the notebook for grading") as step:
                 key = recorder.key(entry.student_id)
-                done = None if regrade else recorder.finished(entry.student_id, key)
+                done = recorder.finished(entry.student_id, key, since)
                 if done is None:
                     task = entry.student_id, nbformat.writes(recorder.sanitize(entry.student_id))
             if step.failed:

@@ -1,8 +1,9 @@
 """`coursekit hub start|stop|grade|feedback`: the class on JupyterHub, and the instructor's two steps.
 
 start     prepare build/hub/ from course.yml's `hub:` section and run JupyterHub on 127.0.0.1 until
-          Ctrl-C (or `coursekit hub stop`); on the way out every server, the proxy and every process
-          in the servers' cgroups are ended.
+          Ctrl-C, SIGTERM, SIGHUP (a closed terminal) or `coursekit hub stop`; on the way out every
+          server, the proxy and every process in the servers' cgroups are ended (one line; exit 130
+          after Ctrl-C).
 stop      stop a hub started in the background.
 grade     (instructor, after collecting in formgrader) the kit's sandboxed grading of the collected
           submissions: `coursekit grade` on a copy of submitted/ (collected/), so nbgrader's copies
@@ -24,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from coursekit.childproc import StopSignals, exit_status
 from coursekit.errors import CourseError
 from coursekit.hub.limits import end_group
 from coursekit.hub.settings import HubLayout, HubSettings, ensure_accounts, load_hub_settings
@@ -173,36 +175,27 @@ def start(layout: HubLayout, settings: HubSettings, port: int | None) -> int:
     hub = prepare(layout, settings, port or settings.port)
     url = f"http://127.0.0.1:{hub['port']}/"
     log = open(layout.runtime / "jupyterhub.log", "ab")  # noqa: SIM115 - open while the hub runs
-    process = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "jupyterhub"), "-f",
-                                str(layout.runtime / "jupyterhub_config.py")], cwd=layout.runtime,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    _write(layout.pid_file, f"{os.getpid()} {process.pid}\n")
-    stopping = False
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        _wait_until_up(url, process, lambda: stopping)
-    except CourseError:
-        shutdown(layout, process)
-        log.close()
-        raise
-    print(f"JupyterHub for {len(settings.students)} students and instructor {settings.instructor}: {url}\n"
-          f"passwords: {layout.passwords_csv} (give each student theirs); log: {layout.runtime / 'jupyterhub.log'}\n"
-          f"Ctrl-C stops it (or `make hub-stop`)", flush=True)
-    try:
-        while not stopping and process.poll() is None:
-            time.sleep(0.2)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        shutdown(layout, process)
-        log.close()
-    code = process.returncode
-    return 0 if stopping else (code or 1)
+    with StopSignals() as stops:  # Ctrl-C, SIGTERM (`coursekit hub stop`) and SIGHUP end the wait below
+        process = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "jupyterhub"), "-f",
+                                    str(layout.runtime / "jupyterhub_config.py")], cwd=layout.runtime,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        _write(layout.pid_file, f"{os.getpid()} {process.pid}\n")
+        try:
+            _wait_until_up(url, process, lambda: bool(stops.received))
+            if not stops.received:
+                print(f"JupyterHub for {len(settings.students)} students and instructor {settings.instructor}: "
+                      f"{url}\npasswords: {layout.passwords_csv} (give each student theirs); "
+                      f"log: {layout.runtime / 'jupyterhub.log'}\nCtrl-C stops it (or `make hub-stop`)", flush=True)
+            while not stops.received and process.poll() is None:
+                time.sleep(0.2)
+        finally:
+            shutdown(layout, process)
+            log.close()
+    if stops.first is None:
+        return process.returncode or 1
+    print(f"hub: stopped (the servers, their kernels and the proxy too); the class is kept in {layout.state}, "
+          "`make hub` starts it again", file=sys.stderr)
+    return exit_status(stops.first)
 
 
 def _wait_until_up(url: str, process: subprocess.Popen, stopping, timeout: float = 180) -> None:  # noqa: ANN001

@@ -2,13 +2,15 @@
 
 用法：python lab.py [--port 端口] [--no-browser]。只需要 Python 3.9 以上：第一次运行时若当前 Python 里
 没有 JupyterLab，会在本文件夹建一个 .venv 并按 requirements-lab.txt 安装（需要能访问 PyPI）。
-JupyterLab 只在 127.0.0.1 上提供 work/，界面为中文，没有终端，不弹新闻提示。按 Ctrl+C 停止。
+JupyterLab 只在 127.0.0.1 上提供 work/，界面为中文，没有终端，不弹新闻提示。按 Ctrl+C 停止（关闭终端或
+SIGTERM 也会停止 JupyterLab 和它的内核，不会留在后台）。
 """
 
 import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +18,9 @@ import venv
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # childproc.py beside this file (also under python -I)
+from childproc import exit_status, run_until_stopped  # noqa: E402
+
 BUNDLE = json.loads((HERE / "bundle.json").read_text(encoding="utf-8"))
 WORK = HERE / "work"
 JUPYTER = HERE / ".jupyter"  # this bundle's own Jupyter config, settings and workspaces
@@ -116,11 +121,17 @@ def main(argv=None):
     args = parser.parse_args(argv)
     notebook = prepare()
     print(f"做完后自查：python check.py {notebook.relative_to(HERE)}", flush=True)
-    cmd = command(lab_python(), notebook, args.port or free_port(), not args.no_browser and has_display(), args.token)
     try:
-        return subprocess.run(cmd, cwd=WORK, env=environment(os.environ), check=False).returncode
+        python = lab_python()
     except KeyboardInterrupt:
-        return 0
+        print("已停止（JupyterLab 还没有装好，下次运行 python lab.py 会接着安装）", file=sys.stderr)
+        return exit_status(signal.SIGINT)
+    cmd = command(python, notebook, args.port or free_port(), not args.no_browser and has_display(), args.token)
+    code, stopped_by = run_until_stopped(cmd, cwd=WORK, env=environment(os.environ))
+    if stopped_by is None:
+        return code
+    print(f"JupyterLab 已停止；你的笔记本保存在 {notebook}", file=sys.stderr)
+    return exit_status(stopped_by)
 
 
 if __name__ == "__main__":

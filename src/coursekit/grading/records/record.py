@@ -100,9 +100,10 @@ class Recorder:
         data = self.course.submitted_notebook(student_id).read_bytes()
         return hashlib.sha256(data + self.fingerprint.encode()).hexdigest()
 
-    def finished(self, student_id: str, key: str) -> list[str] | None:
-        """The execution flags of a student already graded from the same files, else None."""
-        flags = self.journal.flags(student_id, key)
+    def finished(self, student_id: str, key: str, since: int = 0) -> list[str] | None:
+        """The execution flags of a student already graded from the same files (at journal line `since`
+        or later: in this --regrade pass), else None."""
+        flags = self.journal.flags(student_id, key, since)
         if flags is None or not self.course.autograded_notebook(student_id).is_file():
             return None
         try:
@@ -334,29 +335,37 @@ def kept_warm(step: type) -> type:
 
 
 class Journal:
-    """Append-only lines {student_id, key, flags}: the students whose grading finished, and from what."""
+    """Append-only lines {student_id, key, flags}: the students whose grading finished, and from what.
+    `lines` counts the lines so far; a student's latest line number says whether it was written after
+    a given line (the start of a --regrade pass)."""
 
     def __init__(self, path: Path):
         self.path = path
-        self.done: dict[str, tuple[str, list[str]]] = {}
-        if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    item = json.loads(line)
-                    self.done[item["student_id"]] = (item["key"], item["flags"])
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line cut short by an interruption: that student is graded again
+        self.done: dict[str, tuple[str, list[str], int]] = {}  # student -> key, flags, line number
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        lines = text.splitlines()
+        for number, line in enumerate(lines):
+            try:
+                item = json.loads(line)
+                self.done[item["student_id"]] = (item["key"], item["flags"], number)
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by an interruption: that student is graded again
+        self.lines = len(lines)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.out = open(path, "a", encoding="utf-8")  # noqa: SIM115 (kept open for the whole run)
+        if text and not text.endswith("\n"):
+            self.out.write("\n")  # end the cut line, so the next one starts on a line of its own
 
-    def flags(self, student_id: str, key: str) -> list[str] | None:
+    def flags(self, student_id: str, key: str, since: int = 0) -> list[str] | None:
+        """The flags of the student's grade from `key`, if it was written at line `since` or later."""
         found = self.done.get(student_id)
-        return list(found[1]) if found and found[0] == key else None
+        return list(found[1]) if found and found[0] == key and found[2] >= since else None
 
     def add(self, student_id: str, key: str, flags: list[str]) -> None:
         self.out.write(json.dumps({"student_id": student_id, "key": key, "flags": flags}, ensure_ascii=False) + "\n")
         self.out.flush()
-        self.done[student_id] = (key, flags)
+        self.done[student_id] = (key, flags, self.lines)
+        self.lines += 1
 
     def close(self) -> None:
         self.out.close()
