@@ -34,6 +34,72 @@ def committed() -> Callable[[str], bytes]:
     return _committed
 
 
+# ---- what a whole run of the suite took, on what machine, under what load: build/test-durations.txt (the
+# README's `make test` figure is read from there). Written only after a run of every test (no selection).
+DURATIONS_FILE = ROOT / "build" / "test-durations.txt"
+
+
+class SuiteClock:
+    """Times the session (wall, and CPU of pytest plus the processes it waited for) and its slowest tests."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config, self.whole, self.deselected, self.slowest = config, False, False, {}
+
+    @staticmethod
+    def _cpu_s() -> float:
+        import resource
+
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        import time
+
+        self.started, self.cpu, self.load = time.monotonic(), self._cpu_s(), os.getloadavg()
+
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
+        testpaths = [str(ROOT / p) for p in config.getini("testpaths")]
+        args = [str(Path(a).resolve()) for a in config.args]
+        self.whole = (args in ([str(ROOT)], testpaths) and not config.option.keyword
+                      and not config.option.markexpr and not config.option.deselect)
+
+    def pytest_deselected(self, items: list) -> None:
+        self.deselected = self.deselected or bool(items)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.slowest[report.nodeid] = self.slowest.get(report.nodeid, 0.0) + report.duration
+
+    @pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        import datetime
+        import time
+
+        if not self.whole or self.deselected or session.shouldstop or exitstatus not in (0, 1):
+            return
+        wall, cpu, load = time.monotonic() - self.started, self._cpu_s() - self.cpu, os.getloadavg()
+        stats = self.config.pluginmanager.get_plugin("terminalreporter").stats
+        counts = ", ".join(f"{len(stats.get(k, []))} {k}" for k in ("passed", "failed", "error", "skipped"))
+        commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
+                                text=True).stdout.strip()
+        memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        lines = [f"pytest over tests/ (make test): {wall:.0f} s wall ({wall / 60:.1f} min), {cpu:.0f} s CPU "
+                 "(pytest and the processes it waited for)",
+                 f"result: {counts}; exit status {exitstatus}",
+                 f"machine: {os.cpu_count()} CPUs, {memory_gib:.0f} GiB; load average (1, 5, 15 min) "
+                 f"{' '.join(f'{x:.2f}' for x in self.load)} at the start, {' '.join(f'{x:.2f}' for x in load)} "
+                 "at the end",
+                 f"commit {commit or 'unknown'}, finished {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
+                 "slowest tests (setup + call + teardown, s):"]
+        for nodeid, seconds in sorted(self.slowest.items(), key=lambda item: -item[1])[:25]:
+            lines.append(f"{seconds:8.1f}  {nodeid}")
+        DURATIONS_FILE.parent.mkdir(exist_ok=True)
+        DURATIONS_FILE.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(SuiteClock(config), "coursekit-suite-clock")
+
+
 # Writes matplotlib's font list cache as it was before fonts-noto-cjk was installed: every font but the CJK ones.
 _STALE_FONT_CACHE = """
 from pathlib import Path
@@ -45,14 +111,26 @@ fm.json_dump(fm.fontManager, Path(matplotlib.get_cachedir()) / f"fontlist-v{fm.F
 _LISTS_CJK = "from matplotlib import font_manager as fm; print(any('CJK' in f.name for f in fm.fontManager.ttflist))"
 
 
-@pytest.fixture
-def stale_font_cache(tmp_path: Path) -> dict[str, str]:
-    """An environment whose MPLCONFIGDIR holds a font list cache written before the CJK font was installed."""
-    env = {**os.environ, "MPLCONFIGDIR": str(tmp_path / "mplconfig")}
+@pytest.fixture(scope="session")
+def _stale_font_cache_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An MPLCONFIGDIR holding a font list cache written before the CJK font was installed, made once per
+    run (matplotlib scans every font to write it); each test gets a copy, since using it rewrites it."""
+    folder = tmp_path_factory.mktemp("stale-font-cache") / "mplconfig"
+    env = {**os.environ, "MPLCONFIGDIR": str(folder)}
     subprocess.run([sys.executable, "-c", _STALE_FONT_CACHE], env=env, check=True)
     lists_cjk = subprocess.run([sys.executable, "-c", _LISTS_CJK], env=env, capture_output=True, text=True, check=True)
     assert lists_cjk.stdout.strip() == "False", "the simulated cache should hide the CJK fonts from matplotlib"
-    return env
+    return folder
+
+
+@pytest.fixture
+def stale_font_cache(_stale_font_cache_template: Path, tmp_path: Path) -> dict[str, str]:
+    """An environment whose MPLCONFIGDIR (a folder of this test's) holds a font list cache written before the
+    CJK font was installed."""
+    import shutil
+
+    folder = shutil.copytree(_stale_font_cache_template, tmp_path / "mplconfig")  # file times kept
+    return {**os.environ, "MPLCONFIGDIR": str(folder)}
 
 
 def _seed_exercise_cell(seed_text: str) -> str:

@@ -1,13 +1,21 @@
-"""One graded class shared by the grading tests: a temporary copy of autograder/ (config + the
-generated source notebook), released, then graded twice (the second time with --regrade) from a
-folder mixing every kind of submission in tests/grading/submission_kinds.py."""
+"""What the grading tests share, each made once per test run: the lesson released once
+(`release_template`, copied by `fresh_copy` for every course a test grades into), one graded class
+(a copy of it graded twice, the second time with --regrade, from a folder mixing every kind of
+submission in tests/grading/submission_kinds.py), the instructor's class, and one private
+PostgreSQL server (`postgres`: a new database for each module that asks)."""
 
 from __future__ import annotations
 
 import csv
+import glob
 import hashlib
 import io
+import os
 import shutil
+import socket
+import stat
+import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +28,7 @@ from coursekit.grading.intake.release import release
 
 REPO = Path(__file__).resolve().parents[2]
 CELL_TIMEOUT = "3"  # seconds; the infinite-loop submission costs two of these
+NOBODY = 65534  # PostgreSQL refuses to run as root; the server then runs as nobody
 
 
 def make_course(root: Path) -> Course:
@@ -65,10 +74,18 @@ def fresh_copy(course: Course, root: Path) -> Course:
 
 
 @pytest.fixture(scope="session")
-def released_course(tmp_path_factory) -> Course:
-    course = make_course(tmp_path_factory.mktemp("grading") / "course")
+def release_template(tmp_path_factory) -> Course:
+    """The lesson released once per test run, in a course nothing grades into: `fresh_copy` it (a release
+    costs seconds of CPU, a copy nothing)."""
+    course = make_course(tmp_path_factory.mktemp("release") / "course")
     release(course)
     return course
+
+
+@pytest.fixture(scope="session")
+def released_course(release_template, tmp_path_factory) -> Course:
+    """A released course shared by the tests that only read it or copy it; `graded_class` grades into it."""
+    return fresh_copy(release_template, tmp_path_factory.mktemp("grading") / "course")
 
 
 @pytest.fixture(scope="session")
@@ -87,13 +104,73 @@ def graded_class(released_course, tmp_path_factory) -> GradedClass:
 
 
 @pytest.fixture(scope="session")
-def instructor_class(tmp_path_factory) -> Course:
+def instructor_class(release_template, tmp_path_factory) -> Course:
     """A course of its own with tests/grading/instructor_class.py's eight students graded."""
     from instructor_class import write_instructor_class
 
-    course = make_course(tmp_path_factory.mktemp("instructor") / "course")
-    release(course)
+    course = fresh_copy(release_template, tmp_path_factory.mktemp("instructor") / "course")
     folder = tmp_path_factory.mktemp("instructor-lms") / "download"
     write_instructor_class(course.release_notebook, folder)
     assert main(["grade", str(folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT]) == 0
     return course
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def postgres_bin(name: str) -> str:
+    """A PostgreSQL server binary from PATH, else from Debian's /usr/lib/postgresql/<version>/bin."""
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)),
+                                       None)
+    if found is None:
+        pytest.fail(f"{name} not found: install PostgreSQL's server (Debian: apt-get install postgresql)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory) -> Iterator[Callable[[str], str]]:
+    """One private PostgreSQL server per test run: data and unix socket in a temporary folder, its own
+    port, no TCP listener. new_database(name) creates an empty database and returns its SQLAlchemy URL."""
+    import sqlalchemy
+
+    tmp_path = tmp_path_factory.mktemp("postgres")
+    folder = tmp_path / "pg"
+    folder.mkdir()
+    as_user = {}
+    if os.geteuid() == 0:
+        as_user = {"user": NOBODY, "group": NOBODY}
+        os.chown(folder, NOBODY, NOBODY)
+        for parent in [tmp_path, *tmp_path.parents][:-2]:  # let nobody pass through (not read) pytest's folders
+            parent.chmod(parent.stat().st_mode | stat.S_IXOTH)
+    port = free_port()
+    data, log = folder / "data", folder / "server.log"
+    subprocess.run([postgres_bin("initdb"), "-D", str(data), "-U", "coursekit", "--auth=trust", "-E", "UTF8",
+                    "--locale=C", "--no-sync"], check=True, capture_output=True, **as_user)
+    ctl = postgres_bin("pg_ctl")
+    subprocess.run([ctl, "-D", str(data), "-l", str(log), "-w", "-t", "60", "-o",
+                    f"-k {folder} -p {port} -c listen_addresses='' -F", "start"],
+                   check=True, capture_output=True, **as_user)
+    url = f"postgresql+psycopg://coursekit@/{{db}}?host={folder}&port={port}"
+
+    def new_database(name: str) -> str:
+        engine = sqlalchemy.create_engine(url.format(db="postgres"), isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+        finally:
+            engine.dispose()
+        return url.format(db=name)
+
+    try:
+        yield new_database
+    finally:
+        subprocess.run([ctl, "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True, **as_user)
+
+
+@pytest.fixture(scope="module")
+def postgres(postgres_server, request) -> str:
+    """The SQLAlchemy URL of an empty database of its own for this module, on the run's PostgreSQL server."""
+    return postgres_server("gradebook_" + request.module.__name__.removeprefix("test_"))

@@ -188,9 +188,9 @@ def test_a_link_in_a_submissions_folder_is_not_followed(course, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def hostile_zip_graded(released_course, tmp_path_factory):
+def hostile_zip_graded(release_template, tmp_path_factory):
     """Every variant's hostile member in one zip beside two honest, solved students, graded by `coursekit grade`."""
-    course = fresh_copy(released_course, tmp_path_factory.mktemp("archive") / "course")
+    course = fresh_copy(release_template, tmp_path_factory.mktemp("archive") / "course")
     solved = json.dumps(k_correct(copy.deepcopy(nbformat.read(course.release_notebook, as_version=4)))).encode()
     archive = tmp_path_factory.mktemp("archive-lms") / "class.zip"
     _combined(archive, [("honest_a.ipynb", solved), ("honest_b/hw.ipynb", solved)])

@@ -20,7 +20,6 @@ import psutil
 import pytest
 from nbgrader.api import Gradebook
 from test_grading_commands import free_port
-from test_grading_scale import postgres  # noqa: F401 (the module's private PostgreSQL server)
 
 from coursekit.cli import main
 from coursekit.grading import formgrader
@@ -57,9 +56,10 @@ def wait_for_server(base: str, token: str) -> None:
     pytest.fail(f"no Jupyter server at {base}")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def formgrader_url(instructor_class):
-    """(base URL, token, submission id of s01): formgrader on the instructor class, stopped afterwards."""
+    """(base URL, token, submission id of s01): formgrader on the instructor class, started once for this
+    module's browser tests and stopped after them."""
     prepare(instructor_class)
     port, token = free_port(), "coursekit-browser-test"
     proc = subprocess.Popen(command(instructor_class, port, token), cwd=instructor_class.root,
@@ -223,7 +223,7 @@ def test_sigterm_or_sighup_stops_formgrader_and_its_server(signum, released_cour
 
 
 @pytest.mark.slow
-def test_formgrader_opens_a_postgresql_gradebook(postgres, released_course, tmp_path):  # noqa: F811
+def test_formgrader_opens_a_postgresql_gradebook(postgres, released_course, tmp_path):
     """Issue 27 item 1: formgrader on a course whose CourseDirectory.db_url is PostgreSQL."""
     root = shutil.copytree(released_course.root, tmp_path / "course")
     (root / "gradebook.db").unlink(missing_ok=True)

@@ -34,14 +34,13 @@ from attack_kinds import (
     write_attack_class,
 )
 from bs4 import BeautifulSoup
-from conftest import make_course
+from conftest import fresh_copy
 from nbgrader.api import Gradebook
 from test_grading_commands import free_port
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
 from coursekit.grading.formgrader import command
-from coursekit.grading.intake.release import release
 from coursekit.grading.preprocessors import clean_markdown, sanitize_output
 from coursekit.grading.sandbox.bubblewrap import SANDBOX_UID_BASE, unavailable_reason
 
@@ -115,12 +114,11 @@ def class_processes() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def attacked(tmp_path_factory) -> AttackedClass:
+def attacked(release_template, tmp_path_factory) -> AttackedClass:
     root = tmp_path_factory.mktemp("attacks")
     reason = unavailable_reason(root)
     assert reason is None, f"the attack matrix needs the grading sandbox: {reason}"
-    course = make_course(root / "course")
-    release(course)
+    course = fresh_copy(release_template, root / "course")
     for folder in ("reports", "feedback"):  # so that writing there would succeed without the sandbox
         (course.root / folder).mkdir()
     listener = Listener()

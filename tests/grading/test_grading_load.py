@@ -14,11 +14,10 @@ import shutil
 
 import nbformat
 import pytest
-from conftest import make_course
+from conftest import fresh_copy
 from submission_kinds import _code, _extra, k_correct, k_infinite_loop, k_prints_50mb, solve
 
 from coursekit.cli import main
-from coursekit.grading.intake.release import release
 
 pytestmark = pytest.mark.slow
 TIMEOUT = "3"  # CPU seconds per cell, as the other grading tests use
@@ -70,9 +69,8 @@ def _busy() -> None:
 
 
 @pytest.fixture(scope="module")
-def two_grades(tmp_path_factory):
-    course = make_course(tmp_path_factory.mktemp("load") / "course")
-    release(course)
+def two_grades(release_template, tmp_path_factory):
+    course = fresh_copy(release_template, tmp_path_factory.mktemp("load") / "course")
     folder = tmp_path_factory.mktemp("load-lms") / "download"
     folder.mkdir()
     base = nbformat.read(course.release_notebook, as_version=4)
@@ -110,14 +108,14 @@ def test_the_submissions_near_the_limits_are_graded_as_they_deserve(two_grades):
             assert "timeout" not in row and ",1.5,1,0.5," in row, row
 
 
-def test_a_worker_past_the_wall_clock_watchdog_is_replaced_and_the_class_goes_on(tmp_path, monkeypatch):
+def test_a_worker_past_the_wall_clock_watchdog_is_replaced_and_the_class_goes_on(release_template, tmp_path,
+                                                                                  monkeypatch):
     """The pool's per-student watchdog (coursekit.grading.sandbox.pool.student_wall_limit), set here far
     below the executor's own backstops: the student it catches gets over_budget, the others their grades."""
     from coursekit.grading.sandbox import pool
 
     monkeypatch.setattr(pool, "student_wall_limit", lambda config: 6.0)
-    course = make_course(tmp_path / "course")
-    release(course)
+    course = fresh_copy(release_template, tmp_path / "course")
     folder = tmp_path / "download"
     folder.mkdir()
     base = nbformat.read(course.release_notebook, as_version=4)

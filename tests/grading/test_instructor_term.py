@@ -40,8 +40,8 @@ def state(course: Course) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def term(released_course, tmp_path_factory) -> Term:
-    course = fresh_copy(released_course, tmp_path_factory.mktemp("term") / "course")
+def term(release_template, tmp_path_factory) -> Term:
+    course = fresh_copy(release_template, tmp_path_factory.mktemp("term") / "course")
     base = nbformat.read(course.release_notebook, as_version=4)
     solved = k_correct(copy.deepcopy(base))
     lms = tmp_path_factory.mktemp("term-lms")

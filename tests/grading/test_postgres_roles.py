@@ -11,9 +11,8 @@ from urllib.parse import parse_qs, urlsplit
 import nbformat
 import pytest
 import sqlalchemy
-from conftest import CELL_TIMEOUT, REPO, make_course, read_rows
+from conftest import CELL_TIMEOUT, REPO, make_course, postgres_bin, read_rows
 from submission_kinds import k_correct
-from test_grading_scale import postgres, postgres_bin  # noqa: F401 (the private server fixture)
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
@@ -23,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def roles(postgres):  # noqa: F811
+def roles(postgres):
     """The server after the README's SQL file; {role: SQLAlchemy URL of database lesson11}."""
     query = parse_qs(urlsplit(postgres).query)
     host, port = query["host"][0], query["port"][0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -56,6 +57,22 @@ def open_page(page: object, url: str, reader_only: bool = False) -> None:
     }""", reader_only)
     page.wait_for_function("() => [...document.querySelectorAll('mjx-lazy')].every(e => !e.checkVisibility())",
                            timeout=120_000)  # a loaded 2-core machine typesets a long page slowly
+
+
+# resolves after two frames, or after 100 ms where no frame comes (a background page)
+_NEXT_FRAMES = "() => new Promise(r => { requestAnimationFrame(() => requestAnimationFrame(r)); setTimeout(r, 100); })"
+
+
+def settled_top(page: object, locator: object, limit_s: float = 10.0) -> float:
+    """The element's top (viewport y) once it has stopped moving: the same in two reads two frames apart
+    (a scroll into view, smooth or not, has finished), or as it is after limit_s."""
+    last, deadline = None, time.monotonic() + limit_s
+    while True:
+        top = locator.bounding_box()["y"]
+        if top == last or time.monotonic() > deadline:
+            return top
+        last = top
+        page.evaluate(_NEXT_FRAMES)
 
 
 @pytest.mark.parametrize(("branch", "target"), PAGES)
@@ -196,8 +213,7 @@ def test_search_results_work_with_the_keyboard_and_land_below_the_sticky_bar(pag
     anchor = href.split("#", 1)[1]
     heading = page.locator(f"[id='{anchor}']")
     bar = page.locator(".course-nav").bounding_box()
-    page.wait_for_timeout(300)
-    assert heading.bounding_box()["y"] >= bar["y"] + bar["height"] - 1, "the heading is under the sticky bar"
+    assert settled_top(page, heading) >= bar["y"] + bar["height"] - 1, "the heading is under the sticky bar"
     assert not log.errors
 
 
@@ -247,9 +263,8 @@ def test_toolbar_stays_visible_while_editing_and_check_results_come_into_view(vi
         assert at, "something covers the toolbar (the sticky bar?)"
         page.click("button[data-action=check]")
         page.wait_for_selector(".cr-summary", timeout=60_000)
-        page.wait_for_timeout(300)
-        summary = page.locator(".cr-summary").bounding_box()
-        assert 0 <= summary["y"] < viewport[1] - 20, f"the results start below the fold: {summary}"
+        top = settled_top(page, page.locator(".cr-summary"))
+        assert 0 <= top < viewport[1] - 20, f"the results start below the fold: {top}"
         assert page.evaluate("document.activeElement.dataset.action") == "check"
     finally:
         context.close()

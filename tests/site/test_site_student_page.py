@@ -9,10 +9,18 @@ scrollable-region-focusable are the ones these pages broke (axe-core lib/rules/*
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_site_browser import LESSON_PAGE, PAGES, open_page, search
 
 pytestmark = pytest.mark.browser
 
+# every box in <main> that scrolls is a tab stop (what site.js's markScrollBoxes does; the runner's editor aside)
+SCROLL_BOXES_MARKED = """() => [...document.querySelectorAll('main *')].every(box => {
+    if (box.closest('.cr-widget') || box.tabIndex >= 0) return true;
+    const style = getComputedStyle(box);
+    return !((/auto|scroll/.test(style.overflowX) && box.scrollWidth > box.clientWidth + 1)
+             || (/auto|scroll/.test(style.overflowY) && box.scrollHeight > box.clientHeight + 1));
+})"""
 PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1366, "height": 768}
 
@@ -23,7 +31,10 @@ def _open_for_axe(browser: object, url: str, viewport: dict) -> tuple[object, ob
     open_page(page, url)  # every formula typeset and every diagram drawn
     if page.locator(".cr-widget").count():  # the runner's CodeMirror editor, built once Python has started
         page.wait_for_selector(".cr-editor[data-editor=codemirror] .cm-content", timeout=90_000)
-    page.wait_for_timeout(600)  # site.js re-marks scrolling boxes 200 ms after the page changes
+    try:  # site.js re-marks scrolling boxes 200 ms after the page changes: wait until it has
+        page.wait_for_function(SCROLL_BOXES_MARKED, polling=100, timeout=10_000)
+    except PlaywrightTimeout:
+        pass  # axe-core then names the box that is no tab stop
     return context, page
 
 
