@@ -50,9 +50,9 @@ def class_with_submissions(class_hub: ClassHub) -> ClassHub:
     for user in ("alice", "bob"):
         student = class_hub.login(user)
         student.start_server()
-        assert student.nbgrader("fetch", course_id="lesson11", assignment_id="lesson11")["success"] or \
+        assert student.nbgrader("fetch", course_id=class_hub.layout.course_id, assignment_id="lesson11")["success"] or \
             (class_hub.layout.home(user) / "lesson11").is_dir()
-        assert student.nbgrader("submit", course_id="lesson11", assignment_id="lesson11")["success"]
+        assert student.nbgrader("submit", course_id=class_hub.layout.course_id, assignment_id="lesson11")["success"]
     return class_hub
 
 
