@@ -27,6 +27,7 @@ from coursekit.grading.formgrader import TEMPLATE_DIRS
 from coursekit.grading.preprocessors import (
     BlankSolutions,
     CapOutput,
+    ChineseAutoComments,
     HideHiddenTests,
     SanitizeStudentContent,
 )
@@ -77,7 +78,8 @@ c.CapOutput.max_lines = 1000
 c.CapOutput.max_chars = 20000
 
 # ---- generate_feedback: autograded -> feedback HTML without hidden test source
-c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, SanitizeStudentContent, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, ChineseAutoComments, HideHiddenTests, SanitizeStudentContent,
+                                   CSSHTMLHeaderPreprocessor]
 
 # ---- formgrader (coursekit formgrader): works offline
 # nbgrader's submission page loads MathJax from cdnjs; this template folder, searched first, swaps in

@@ -59,7 +59,8 @@ def test_moodle_file_has_the_mapped_identifier_grade_and_feedback(tmp_path):
     assert rows[0] == ["Email address", "lesson11", "lesson11 feedback"]
     assert rows[1] == ["s01@example.edu", "10", "通过"]
     # a veto caps the points below the pass score (8 -> 7) and the feedback column says why
-    assert rows[2] == ["s09@example.edu", "7", "未通过；一票否决：q1: 结果碰巧正确但核心因果链错误"]
+    assert rows[2] == ["s09@example.edu", "7", "未通过；一票否决：q1: 结果碰巧正确但核心因果链错误；"
+                       "一票否决：各项合计 8 分，计入 7 分（封顶为通过线 8 减 1）"]
 
 
 def test_moodle_file_leaves_out_every_student_without_a_grade(tmp_path):
@@ -78,7 +79,10 @@ def test_a_veto_caps_the_exported_points_in_every_format(tmp_path):
     assert canvas[-1] == ["钱七", "109", "S009", "qianqi", "B", "7"]
     table = export_rows("csv", roster, ROWS, "lesson11", RUBRIC)
     row = dict(zip(table[0], table[-1], strict=True))
-    assert (row["total"], row["auto_total"], row["manual_total"], row["passed"]) == ("7", "3", "5", "no")
+    # issue 33: total beside auto_total + manual_total is their sum; final_total is the grade, and note says why
+    assert (row["total"], row["auto_total"], row["manual_total"], row["passed"]) == ("8", "3", "5", "no")
+    assert row["final_total"] == "7" and row["note"] == "一票否决：各项合计 8 分，计入 7 分（封顶为通过线 8 减 1）"
+    assert dict(zip(table[0], table[1], strict=True))["note"] == ""  # no veto, nothing to explain
     assert ROWS["s09"].total == 8 and ROWS["s01"].final_total == 10  # the report keeps the cells' own total
 
 
@@ -87,8 +91,8 @@ def test_csv_file_keeps_every_report_column(tmp_path):
     rows = export_rows("csv", roster, ROWS, "lesson11", RUBRIC)
     assert rows[0][:8] == ["student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section", "email",
                            "normal"]
-    assert rows[0][-3:] == ["max_score", "passed", "flags"]
-    assert rows[1][0] == "s01" and rows[1][-2] == "yes" and rows[3][-2] == ""
+    assert rows[0][-5:] == ["max_score", "passed", "flags", "final_total", "note"]
+    assert rows[1][0] == "s01" and rows[1][-4] == "yes" and rows[3][-4] == ""
 
 
 def test_lms_export_headers_are_accepted_as_roster_columns(tmp_path):

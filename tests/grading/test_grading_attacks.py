@@ -493,12 +493,16 @@ MATHJAX_CDN = "https://cdn.jsdelivr.net/npm/mathjax@"
 
 
 def test_the_feedback_pages_mathjax_is_the_pinned_npm_version():
-    """feedback/mathjax.html.j2 loads the MathJax package.json pins (the one the safe set-up was read for)."""
+    """feedback/mathjax.html.j2 inlines the MathJax package.json pins (the one the safe set-up was read for),
+    from node_modules, not a CDN (issue 33)."""
     from coursekit.grading.formgrader import TEMPLATE_DIRS
+    from coursekit.grading.pages import inline_mathjax
 
     template = (Path(TEMPLATE_DIRS[0]) / "feedback" / "mathjax.html.j2").read_text(encoding="utf-8")
     pinned = json.loads(Path("package.json").read_text(encoding="utf-8"))["dependencies"]["mathjax"]
-    assert f"{MATHJAX_CDN}{pinned}/es5/tex-chtml.js" in template
+    npm = json.loads(Path("node_modules/mathjax/package.json").read_text(encoding="utf-8"))["version"]
+    assert npm == pinned and "coursekit_inline_mathjax" in template and "https://" not in template
+    assert f'VERSION="{pinned}"' in inline_mathjax()  # MathJax's own version string, in the page
 
 
 def test_clicking_through_the_tex_attackers_feedback_page_runs_nothing(attacked, browser, serve_directory, tmp_path):

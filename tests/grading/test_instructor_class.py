@@ -19,6 +19,7 @@ from nbgrader.api import Gradebook
 from coursekit.cli import main
 from coursekit.grading.course import Course
 from coursekit.grading.records.classreport import mistakes_csv, report_html
+from coursekit.grading.records.similarity import SHINGLE
 
 pytestmark = pytest.mark.slow
 COPY_FLAGS = {"copied_reference", "similar_answers"}
@@ -111,10 +112,20 @@ def test_manual_grades_and_a_veto_reach_the_report(instructor_class, tmp_path):
     page = report_html(course).read_text(encoding="utf-8")
     vetoes = page[page.index('id="veto-table"'):page.index("</table>", page.index('id="veto-table"'))]
     assert "<td>s01</td><td>q2: 照抄参考答案，未给出自己的因果链</td>" in vetoes
+    # issue 33: the report says what a veto does to the grade: the cells' 10, counted as 7
+    assert re.search(r'<td class="num">10</td>\s*<td class="num">7（封顶）</td>', vetoes), vetoes
+    students = page[page.index('id="student-table"'):]
+    assert re.search(r'<td class="num">10</td>\s*<td class="num" title="一票否决：各项合计 10 分，计入 7 分[^"]*">'
+                     r'7（一票否决封顶）</td>', students)
+    assert "只作标记：" not in page and "封顶为 7 分" in page
+    assert "字符二元组" not in page and f"{SHINGLE} 字符片段" in page
     manual = page[page.index('id="manual-table"'):page.index("</table>", page.index('id="manual-table"'))]
-    cells = re.findall(r"<code>(\w+)</code></td><td class=\"num\">(\d+)</td><td class=\"num\">(\d+)</td>", manual)
-    # s08's untouched answers are scored 0 by nbgrader itself; s01 all, s02 two of four by hand
-    assert cells == [("explanation", "3", "5"), ("q1", "3", "5"), ("q2", "2", "6"), ("q3", "2", "6")]
+    cells = re.findall(r"<code>(\w+)</code></td><td class=\"num\">(\d+)</td><td class=\"num\">(\d+)</td>"
+                       r"\s*<td class=\"num\">(\d+)</td>\s*<td class=\"num\">([\d.]+|—)</td>", manual)
+    # issue 33: s08's untouched answers, scored 0 by nbgrader itself, are "未作答", not graded (nor averaged);
+    # s01 all, s02 two of four by hand
+    assert cells == [("explanation", "2", "5", "1", "1.00"), ("q1", "2", "5", "1", "1.50"),
+                     ("q2", "1", "6", "1", "2.00"), ("q3", "1", "6", "1", "2.00")]
 
 
 def test_a_vetoed_student_s_feedback_and_export_show_the_capped_score_and_why(instructor_class, tmp_path):

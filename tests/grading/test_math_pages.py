@@ -162,3 +162,9 @@ def test_no_page_template_loads_mathjax_from_another_host():
     templates = Path(__file__).resolve().parents[2] / "src" / "coursekit" / "grading" / "templates"
     for template in templates.rglob("*.j2"):
         assert not re.search(r"src=\"https?://", template.read_text(encoding="utf-8")), template
+
+
+def test_feedback_says_no_response_in_chinese(instructor_class):
+    """Issue 33: s08 left its answers as released; nbgrader's automatic comment was "No response."."""
+    page = instructor_class.feedback_html("s08").read_text(encoding="utf-8")
+    assert "No response." not in page and "未作答。" in page

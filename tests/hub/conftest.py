@@ -29,6 +29,7 @@ COURSE_HUB = """
 hub:
   instructor: teacher
   students: [alice, bob]
+  course_id: grpo-course  # not the lesson's id (issue 33)
   resources:
     student: {cpu: 1, memory: 768M}
     instructor: {cpu: 2, memory: 3G}

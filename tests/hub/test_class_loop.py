@@ -167,6 +167,9 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
         points = {"alice": "1", "bob": "0.5"}[entry["student"]]
         teacher.goto(f"{hub.base}/user/teacher/formgrader/submissions/{entry['id']}")
         score = teacher.wait_for_selector("input.score#explanation", timeout=WAIT)
+        # issue 33: the hub's formgrader typesets the lesson's math (its MathJax was a 404)
+        teacher.wait_for_function("() => document.querySelectorAll('mjx-container').length > 20", timeout=WAIT)
+        assert "\\pi_{\\theta" not in teacher.locator("body").inner_text()
         score.fill(points)
         score.press("Tab")  # formgrader saves on change
 
@@ -180,6 +183,9 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
     released = hub.layout.exchange_course() / "feedback"
     wait_until(lambda: all(any((released / s).glob("*.html")) for s in ("alice", "bob")), "released feedback", 300,
                course / "feedback.log")
+    wait_until(lambda: "released feedback" in (course / "feedback.log").read_text(), "the release's count", 60,
+               course / "feedback.log")
+    assert "released feedback: 2 page(s)" in (course / "feedback.log").read_text()  # issue 33: it said 0
 
     # 4. each student fetches and reads their own feedback, and only theirs
     for page, user, score, other in ((alice, "alice", "4.0", "bob"), (bob, "bob", "0.5", "alice")):
@@ -191,6 +197,13 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
         assert len(pages) == 1, pages
         feedback = page.context.new_page()  # the page the student opens from the file browser
         feedback.goto(f"{hub.base}/user/{user}/files/{pages[0].relative_to(hub.layout.home(user)).as_posix()}")
+        feedback.wait_for_function("() => document.querySelectorAll('mjx-container').length > 20", timeout=WAIT)
         text = feedback.inner_text("body")
         assert f"Score: {score} / 10.0" in text and f"{user} 的提交" in text, text[:500]
+        assert "\\pi_{\\theta" not in text and "&lt;" not in text  # issue 33: typeset, as on disk
+        # and in JupyterLab's own HTML viewer, where the file browser opens it
+        page.dblclick(".jp-DirListing-item:has-text('lesson11.html')")
+        frame = page.frame_locator(".jp-HTMLViewer iframe, iframe[srcdoc]").first
+        frame.locator("mjx-container").nth(20).wait_for(timeout=WAIT)
+        assert "\\pi_{\\theta" not in frame.locator("body").inner_text()
         assert f"{other} 的提交" not in text

@@ -21,15 +21,15 @@ import glob, json, os
 host = {host!r}
 found = {{
     "homes": sorted(os.listdir("/home")),
-    "exchange": sorted(glob.glob("/srv/nbgrader/exchange/lesson11/*/*")),
+    "exchange": sorted(glob.glob("/srv/nbgrader/exchange/{course_id}/*/*")),
     "host_paths": [p for p in host if os.path.exists(p)],
     "uid": os.getuid(),
     "other_processes": [p for p in os.listdir("/proc") if p.isdigit() and
                         open(f"/proc/{{p}}/cmdline", "rb").read().split(b"\0")[0].endswith(b"jupyterhub")],
 }}
 try:  # a submission named for bob, dropped into alice's inbound folder
-    os.makedirs("/srv/nbgrader/exchange/lesson11/inbound/bob+lesson11+2030-01-01 00:00:00.000000 UTC+x")
-    open("/srv/nbgrader/exchange/lesson11/inbound/bob+lesson11+2030-01-01 00:00:00.000000 UTC+x/lesson11.ipynb",
+    os.makedirs("/srv/nbgrader/exchange/{course_id}/inbound/bob+lesson11+2030-01-01 00:00:00.000000 UTC+x")
+    open("/srv/nbgrader/exchange/{course_id}/inbound/bob+lesson11+2030-01-01 00:00:00.000000 UTC+x/lesson11.ipynb",
          "w").write(open("lesson11/lesson11.ipynb").read())
     found["forged"] = True
 except OSError as exc:
@@ -50,9 +50,9 @@ def class_with_submissions(class_hub: ClassHub) -> ClassHub:
     for user in ("alice", "bob"):
         student = class_hub.login(user)
         student.start_server()
-        assert student.nbgrader("fetch", course_id="lesson11", assignment_id="lesson11")["success"] or \
+        assert student.nbgrader("fetch", course_id=class_hub.layout.course_id, assignment_id="lesson11")["success"] or \
             (class_hub.layout.home(user) / "lesson11").is_dir()
-        assert student.nbgrader("submit", course_id="lesson11", assignment_id="lesson11")["success"]
+        assert student.nbgrader("submit", course_id=class_hub.layout.course_id, assignment_id="lesson11")["success"]
     return class_hub
 
 
@@ -64,7 +64,7 @@ def test_a_student_reaches_only_her_own_files(class_with_submissions: ClassHub) 
             str(hub.layout.home("bob")), str(hub.layout.exchange_course() / "inbound" / "bob"),
             str(state / "passwords.csv"), str(state / "accounts.json"),
             str(ROOT / "autograder" / "source"), str(ROOT / "solutions"), str(ROOT / "lessons")]
-    ran = alice.run_code(PROBE.format(host=host))
+    ran = alice.run_code(PROBE.format(host=host, course_id=hub.layout.course_id))
     assert ran["error"] is None, ran
     found = json.loads(ran["stdout"])
     assert found["homes"] == ["alice"]

@@ -24,6 +24,7 @@ BASE = (ROOT / "course.yml").read_text(encoding="utf-8").split("\nhub:")[0]
     ("\nhub:\n  instructor: t\n  students: [a]\n  resources: {student: {memory: lots}}\n", "memory must be like"),
     ("\nhub:\n  instructor: t\n  students: [a]\n  resources: {student: {cpu: 0}}\n", "cpu must be a positive"),
     ("\nhub:\n  instructor: t\n  students: [a]\n  roster: x\n", "unknown key 'roster'"),
+    ("\nhub:\n  instructor: t\n  students: [a]\n  course_id: a b\n", "course_id 'a b' must match"),
 ])
 def test_a_bad_hub_section_is_one_line_naming_the_file(tmp_path: Path, capsys, hub: str, problem: str) -> None:
     course = tmp_path / "course.yml"
@@ -67,3 +68,35 @@ def test_a_student_sandbox_binds_a_venv_under_tmp_after_its_private_tmp(tmp_path
     tmpfs = args.index("--tmpfs")
     assert args[tmpfs + 1] == "/tmp" and args.count("--tmpfs") == 1
     assert tmpfs < args.index(venv), "a bind under /tmp made before the tmpfs would be hidden by it"
+
+
+def test_the_hubs_course_id_is_course_ymls(tmp_path: Path) -> None:
+    """Issue 33: the hub's nbgrader course was named after its first lesson (settings.py, course_id = "lesson11")."""
+    from coursekit.hub.command import prepare
+    from coursekit.hub.settings import HubLayout
+
+    course = tmp_path / "course.yml"
+    course.write_text(BASE + "\nhub:\n  instructor: t\n  students: [a]\n  course_id: grpo-2026\n", encoding="utf-8")
+    settings = load_hub_settings(course)
+    assert settings.course_id == "grpo-2026" and load_hub_settings(ROOT / "course.yml").course_id == "grpo"
+    layout = HubLayout(tmp_path / "hub")
+    prepare(layout, settings, 8999)
+    assert layout.course_id == "grpo-2026" and (layout.exchange / "grpo-2026" / "feedback" / "a").is_dir()
+    assert "c.CourseDirectory.course_id = 'grpo-2026'" in (layout.course / "nbgrader_config.py").read_text()
+    assert "course_id = 'grpo-2026'" in (layout.config("student") / "nbgrader_config.py").read_text()
+
+
+def test_a_relative_state_is_in_the_kits_folder_whatever_the_terminals(tmp_path: Path, monkeypatch) -> None:
+    """Issue 33: `hub feedback` from the instructor's terminal (in build/hub/course) looked for
+    build/hub/course/build/hub and counted 0 pages."""
+    import argparse
+
+    from coursekit.hub import command
+
+    seen = []
+    monkeypatch.setattr(command, "release_feedback", lambda layout: seen.append(layout.state) or 0)
+    monkeypatch.chdir(tmp_path)
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    assert command.run(parser.parse_args(["feedback"])) == 0
+    assert seen == [ROOT / "build" / "hub"]

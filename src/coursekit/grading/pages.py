@@ -63,7 +63,12 @@ def page_policy(scripts: tuple[str, ...]) -> str:
 
 def inline_mathjax(_url: object = None, node_modules: Path = NODE_MODULES) -> str:
     """Jinja filter `coursekit_inline_mathjax` (templates/feedback/mathjax.html.j2): the policy <meta>
-    and MathJax's scripts, for the <head> of a page."""
+    and MathJax's scripts, for the <head> of a page (the same for every page: made once)."""
+    return _head(node_modules)
+
+
+@functools.lru_cache(maxsize=4)
+def _head(node_modules: Path) -> str:
     scripts = _inline_scripts(node_modules)
     tags = "".join(f"<script>{s}</script>\n" for s in scripts)
     return f'<meta http-equiv="Content-Security-Policy" content="{page_policy(scripts)}">\n{tags}'

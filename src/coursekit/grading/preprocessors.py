@@ -7,6 +7,7 @@
   submission that prints 50 MB leaves a small autograded notebook and feedback page.
 - `SanitizeStudentContent` (autograde): student HTML, Markdown and outputs lose active content
   before the autograded notebook is stored (formgrader and feedback show that notebook).
+- `ChineseAutoComments` (generate_feedback): "No response." reads 未作答。
 - `HideHiddenTests` (generate_feedback): test cells show their visible asserts only, and failures
   show the diagnostic without the traceback (which would quote hidden test lines).
 """
@@ -92,6 +93,22 @@ class HideHiddenTests(NbGraderPreprocessor):
             if output.output_type == "error":
                 cell.outputs[k] = nbformat.v4.new_output("stream", name="stderr",
                                                          text=f"未通过：{output.evalue or output.ename}\n")
+        return cell, resources
+
+
+# nbgrader's automatic comments (nbgrader.preprocessors.SaveAutoGrades: an answer left as released), as the
+# feedback page shows them
+AUTO_COMMENTS = {"No response.": "未作答。"}
+
+
+class ChineseAutoComments(NbGraderPreprocessor):
+    """generate_feedback, after GetGrades: nbgrader's automatic comments in the page's language (the
+    gradebook keeps nbgrader's own, which formgrader shows the instructor)."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        info = cell.metadata.get("nbgrader", {})
+        if info.get("comment") in AUTO_COMMENTS:
+            info["comment"] = AUTO_COMMENTS[info["comment"]]
         return cell, resources
 
 

@@ -34,6 +34,9 @@ from coursekit.hub.spawner import UID_BASE
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_STATE = Path("build/hub")
 LOCALE_SETTINGS = Path(".jupyter/lab/user-settings/@jupyterlab/translation-extension/plugin.jupyterlab-settings")
+# a student opens the feedback page (lesson11.html) in JupyterLab's HTML viewer: trusted, its own scripts (the
+# inlined MathJax, coursekit.grading.pages) run, in the viewer's sandboxed frame (scripts, no same origin)
+HTML_VIEWER_SETTINGS = Path(".jupyter/lab/user-settings/@jupyterlab/htmlviewer-extension/plugin.jupyterlab-settings")
 STUDENT_SERVER_EXTENSIONS = {"nbgrader.server_extensions.formgrader": False,
                              "nbgrader.server_extensions.course_list": False,
                              "nbgrader.server_extensions.assignment_list": True,
@@ -50,13 +53,16 @@ STOP_WAIT = 60  # seconds for JupyterHub to stop its servers and proxy
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("start", "stop", "grade", "feedback"))
-    parser.add_argument("--state", type=Path, default=DEFAULT_STATE, help=f"the hub's folder (default {DEFAULT_STATE})")
+    parser.add_argument("--state", type=Path, default=DEFAULT_STATE,
+                        help=f"the hub's folder; a relative one is in the kit's folder (default {DEFAULT_STATE})")
     parser.add_argument("--course-file", type=Path, default=ROOT / "course.yml", help="course.yml with a hub: section")
     parser.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: course.yml hub: port)")
 
 
 def run(args: argparse.Namespace) -> int:
-    layout = HubLayout(args.state.resolve())
+    # the kit's folder, not the terminal's: `hub grade` and `hub feedback` run in the instructor's server,
+    # whose terminals start in the course folder (build/hub/course)
+    layout = HubLayout((ROOT / args.state).resolve())
     if args.action == "start":
         return start(layout, load_hub_settings(args.course_file), args.port)
     if args.action == "stop":
@@ -92,6 +98,10 @@ def prepare(layout: HubLayout, settings: HubSettings, port: int) -> dict:
         raise CourseError(f"{layout.pid_file}: a hub is already running from this folder; `make hub-stop` first")
     for folder in (root, layout.runtime, layout.course / "source"):
         folder.mkdir(parents=True, exist_ok=True)
+    if layout.hub_json.is_file() and layout.course_id != settings.course_id:
+        raise CourseError(f"{layout.hub_json}: this class is course {layout.course_id!r}, course.yml now says "
+                          f"{settings.course_id!r}; use another --state for a new course")
+    _write(layout.hub_json, json.dumps({"course_id": settings.course_id}) + "\n")  # the full file is written below
     shutil.copytree(ROOT / "autograder" / "source", layout.course / "source", dirs_exist_ok=True)
     kit_config = ROOT / "autograder" / "nbgrader_config.py"
     _write(layout.course / "nbgrader_config.py", f'''"""The hub's course: the kit's nbgrader config
@@ -101,6 +111,7 @@ feedback folder per student). Written by `coursekit hub start`; edit autograder/
 KIT_CONFIG = {str(kit_config)!r}
 with open(KIT_CONFIG, encoding="utf-8") as kit:
     exec(compile(kit.read(), KIT_CONFIG, "exec"))  # noqa: S102 - the kit's own config, with this __file__
+c.CourseDirectory.course_id = {settings.course_id!r}  # noqa: F821 - course.yml's hub: course_id
 c.Exchange.root = {str(layout.exchange)!r}  # noqa: F821
 c.ExchangeFactory.collect = "coursekit.hub.exchange.CollectPerStudent"  # noqa: F821
 c.ExchangeFactory.release_feedback = "coursekit.hub.exchange.ReleaseFeedbackPerStudent"  # noqa: F821
@@ -119,6 +130,9 @@ c.ExchangeCollect.check_owner = False  # noqa: F821 - students have no Unix acco
         locale = home / LOCALE_SETTINGS
         if not locale.exists():
             _write(locale, json.dumps({"locale": "zh_CN"}) + "\n")
+        viewer = home / HTML_VIEWER_SETTINGS
+        if name in settings.students and not viewer.exists():
+            _write(viewer, json.dumps({"trustByDefault": True}) + "\n")
         uid = uids.get(name)
         for path in [home, *(p for p in home.rglob("*"))] if uid else []:
             _own(path, uid)
@@ -140,6 +154,7 @@ c.Exchange.root = "/srv/nbgrader/exchange"
     _write_role_config(layout.config("instructor"), INSTRUCTOR_SERVER_EXTENSIONS, INSTRUCTOR_LAB_DISABLED, None)
     ensure_accounts(settings.users, layout.passwords_csv, layout.accounts_json)
     hub = {"port": port, "hub_port": free_port(), "proxy_api_port": free_port(), "instructor": settings.instructor,
+           "course_id": settings.course_id,
            "students": list(settings.students), "uids": uids,
            "student": vars(settings.student), "instructor_resources": vars(settings.instructor_resources)}
     _write(layout.hub_json, json.dumps(hub, indent=1) + "\n")
@@ -310,7 +325,9 @@ def release_feedback(layout: HubLayout) -> int:
     releaser = ExchangeFactory(config=config).ReleaseFeedback(
         coursedir=coursedir, authenticator=Authenticator(config=config), config=config)
     releaser.start()
-    released = sorted((layout.exchange_course() if layout.exchange.is_dir() else Path(config.Exchange.root))
-                      .glob("feedback/*/*.html"))
+    released = getattr(releaser, "released", None)
+    if released is None:
+        raise CourseError(f"{course.root}: not the hub's course (its exchange is not one folder per student); "
+                          "run `make hub` first")
     print(f"released feedback: {len(released)} page(s)")
     return 0

@@ -35,7 +35,10 @@ class CollectPerStudent(ExchangeCollect):
 
 
 class ReleaseFeedbackPerStudent(ExchangeReleaseFeedback):
+    released: list[str]  # the pages this release wrote (`coursekit hub feedback` counts them)
+
     def copy_files(self):
+        self.released = []
         exclude = set(filter(None, (self.coursedir.student_id_exclude or "").split(",")))
         for html in sorted(glob.glob(os.path.join(self.src_path, "*.html"))):
             folder = os.path.dirname(html)  # feedback/<student>/<assignment>
@@ -50,4 +53,5 @@ class ReleaseFeedbackPerStudent(ExchangeReleaseFeedback):
             name = notebook_hash(secret=secret, notebook_id=notebook_id)
             shutil.copy(html, os.path.join(target, f"{name}-tmp.html"))
             os.replace(os.path.join(target, f"{name}-tmp.html"), os.path.join(target, f"{name}.html"))
+            self.released.append(os.path.join(target, f"{name}.html"))
             self.log.info("Released feedback for %s on %s/%s", student, self.coursedir.assignment_id, notebook_id)

@@ -18,6 +18,7 @@ from coursekit.errors import CourseError
 USERNAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")  # a JupyterHub name that is also a safe folder and nbgrader id
 SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
 PBKDF2_ROUNDS = 200_000
+COURSE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # a folder name in nbgrader's exchange
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class HubSettings:
     student: Resources
     instructor_resources: Resources
     port: int = 8000
+    course_id: str = "course"  # nbgrader's course id: the course's, not one lesson's (each lesson is an assignment)
 
     @property
     def users(self) -> tuple[str, ...]:
@@ -72,7 +74,7 @@ def load_hub_settings(course_file: Path) -> HubSettings:
     where = f"{course_file}: hub"
     if not isinstance(hub, dict):
         raise CourseError(f"{where}: missing; add a 'hub:' section with instructor, students and resources")
-    unknown = set(hub) - {"instructor", "students", "resources", "port"}
+    unknown = set(hub) - {"instructor", "students", "resources", "port", "course_id"}
     if unknown:
         raise CourseError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     instructor, students = hub.get("instructor"), hub.get("students")
@@ -88,9 +90,13 @@ def load_hub_settings(course_file: Path) -> HubSettings:
     port = hub.get("port", 8000)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise CourseError(f"{where}: port must be a TCP port number, got {port!r}")
+    course_id = hub.get("course_id", HubSettings.course_id)
+    if not isinstance(course_id, str) or not COURSE_ID.fullmatch(course_id):
+        raise CourseError(f"{where}: course_id {course_id!r} must match {COURSE_ID.pattern}")
     return HubSettings(instructor, tuple(students), _resources(f"{where}: resources: student",
                                                               resources.get("student", {})),
-                       _resources(f"{where}: resources: instructor", resources.get("instructor", {})), port)
+                       _resources(f"{where}: resources: instructor", resources.get("instructor", {})), port,
+                       course_id)
 
 
 def password_hash(password: str, salt: str | None = None) -> str:
@@ -138,7 +144,13 @@ class HubLayout:
     """Where the hub keeps the class (default build/hub, gitignored)."""
 
     state: Path
-    course_id: str = "lesson11"
+
+    @property
+    def course_id(self) -> str:  # course.yml's hub: course_id, as `coursekit hub start` wrote it to hub.json
+        try:
+            return json.loads(self.hub_json.read_text(encoding="utf-8"))["course_id"]
+        except (OSError, ValueError, KeyError):
+            return HubSettings.course_id
 
     @property
     def course(self) -> Path:  # the instructor's nbgrader course folder (their server's root)

@@ -30,6 +30,8 @@ from coursekit.fonts import FigureError, cjk_font  # noqa: E402
 from coursekit.grading.course import Course, Rubric  # noqa: E402
 from coursekit.grading.judge import flags as F  # noqa: E402
 from coursekit.grading.records.autograded import Graded  # noqa: E402
+from coursekit.grading.records.report import VETO_MARGIN  # noqa: E402
+from coursekit.grading.records.similarity import SHINGLE  # noqa: E402
 from coursekit.lesson import Lesson  # noqa: E402
 
 COMMON = 2
@@ -116,27 +118,31 @@ def report_context(rows: list, mistakes: list[Mistake], titles: dict[str, str], 
                        "rate": len(full) / len(graded) if graded else 0.0})
     manual = []
     for qid in rubric.answers:
-        scores = [r.manual[qid] for r in graded if qid in r.manual]
-        done = [s for s in scores if s is not None]
-        manual.append({"question": qid, "title": answers.get(qid, qid), "graded": len(done),
-                       "pending": len(scores) - len(done), "mean": statistics.fmean(done) if done else None})
+        asked = [r for r in graded if qid in r.manual]
+        done = [r.manual[qid] for r in asked if qid in r.by_hand]  # graded by a person
+        pending = sum(r.manual[qid] is None for r in asked)
+        manual.append({"question": qid, "title": answers.get(qid, qid), "graded": len(done), "pending": pending,
+                       "unanswered": len(asked) - len(done) - pending,  # no answer: nbgrader's automatic 0
+                       "mean": statistics.fmean(done) if done else None})
     flag_students: dict[str, list[str]] = {}
     for r in rows:
         for name in dict.fromkeys(F.flag_name(f) for f in r.flags):
             flag_students.setdefault(name, []).append(r.student_id)
     copies = [(r.student_id, f) for r in rows for f in r.flags
               if F.flag_name(f) in (F.COPIED_REFERENCE, F.SIMILAR_ANSWERS)]
-    vetoes = [(r.student_id, _detail(f)) for r in rows for f in r.flags if F.flag_name(f) == F.VETO]
+    vetoes = [(r.student_id, _detail(f), r) for r in rows for f in r.flags if F.flag_name(f) == F.VETO]
     common = [m for m in mistakes if len(m.students) >= COMMON]
     return {
         "rows": rows, "counts": counts, "n_graded": len(graded), "flagged": sum(bool(r.flags) for r in rows),
-        "vetoed": len({sid for sid, _ in vetoes}),
+        "vetoed": len({sid for sid, _, _ in vetoes}),
         "stats": {"mean": statistics.fmean(totals), "median": statistics.median(totals), "min": min(totals),
                   "max": max(totals)} if totals else None,
         "checks": checks, "manual": manual, "common": common,
         "rare": [m for m in mistakes if len(m.students) < COMMON],
         "flags": sorted(flag_students.items(), key=lambda kv: (-len(kv[1]), kv[0])),
         "copies": copies, "vetoes": vetoes, "pass_score": rubric.pass_score, "states": STATES,
+        "veto_cap": max(0.0, rubric.pass_score - VETO_MARGIN), "capped": [r for r in rows if r.capped],
+        "shingle": SHINGLE,
         "plots": {"scores": score_plot(rows, rubric), "checks": checks_plot(checks), "mistakes": mistakes_plot(common),
                   "manual": manual_plot(manual)},
     }

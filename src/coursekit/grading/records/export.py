@@ -13,11 +13,13 @@ Formats (one row per roster student, in roster order):
   matches a student by ID, SIS User ID or SIS Login ID, so each roster row needs one.
 - moodle: the identifier column (--moodle-id: email, username or idnumber; map it under "Identify
   user by" in Moodle's CSV grade import), the grade column and a feedback column (passed, vetoes).
-- csv: student_id, the roster's identifiers, every score column of the report, passed and flags.
+- csv: student_id, the roster's identifiers, every column of the report (total: the cells' sum;
+  final_total: the grade; note: why they differ).
 
 Grades are the report's totals (gradebook, manual grades included; 0 for an unreadable notebook); a
-vetoed student's are capped below the pass score (report.Row.final_total), and `passed` (csv) and the
-feedback column (moodle) say why. A student still pending manual grading, or in the roster without a
+vetoed student's are capped below the pass score (report.Row.final_total), and the note column (csv),
+the feedback column (moodle) and a line of the command (every format; Canvas's file has no room for it)
+say so. A student still pending manual grading, or in the roster without a
 submission, has no grade: an empty cell in Canvas and csv (Canvas's import leaves it alone), no row at
 all in Moodle (Moodle's import clears a grade on an empty cell: grade/import/csv/classes/load_data.php,
 update_grade_item, `$value === ''` -> null). Nobody is dropped silently: students missing from the
@@ -155,7 +157,7 @@ def _feedback(row: Row | None) -> str:
         return ""
     vetoes = [f[len(F.VETO) + 1:-1] for f in row.flags if F.flag_name(f) == F.VETO]
     passed = {"yes": "通过", "no": "未通过", "pending": "待人工评分"}[row.passed]
-    return passed + "".join(f"；一票否决：{v}" for v in vetoes)
+    return passed + "".join(f"；一票否决：{v}" for v in vetoes) + (f"；{row.note}" if row.note else "")
 
 
 def export_rows(fmt: str, roster: list[Student], rows: dict[str, Row], assignment: str, rubric: Rubric,
@@ -177,8 +179,6 @@ def export_rows(fmt: str, roster: list[Student], rows: dict[str, Row], assignmen
         for s in roster:
             row = rows.get(s.student_id)
             scores = row.as_csv() if row else {}
-            if row and row.vetoed:
-                scores["total"] = f"{round(row.final_total, 4):g}"
             out.append([s.student_id, *(s.fields.get(k, "") for k in ids), *(scores.get(c, "") for c in columns)])
     return out
 
@@ -201,7 +201,10 @@ def run(args: argparse.Namespace) -> int:
              sorted(set(rows) - set(listed))),
             ("in the roster without a submission (empty grade)", [sid for sid in listed if sid not in rows]),
             ("pending manual grading (empty grade; finish in formgrader, then export again)",
-             [sid for sid in listed if sid in rows and rows[sid].manual_pending])):
+             [sid for sid in listed if sid in rows and rows[sid].manual_pending]),
+            ("capped by a veto (the grade is the cap, not the cells' sum)",
+             [f"{sid} ({rows[sid].total:g} -> {rows[sid].final_total:g})" for sid in listed
+              if sid in rows and rows[sid].capped and not rows[sid].manual_pending])):
         if ids:
             print(f"  {len(ids)} {label}: {', '.join(ids)}")
     return 0

@@ -2,7 +2,9 @@
 class report (reports/<id>.html, reports/<id>_mistakes.csv: coursekit.grading.records.classreport), per lesson.
 
 Columns: student_id, one per test cell of the lesson (its test_id: lesson 11 has normal, boundary,
-aggregation), auto_total, manual_total, total, max_score, passed, flags (`report_columns`). The rubric
+aggregation), auto_total, manual_total, total, max_score, passed, flags, final_total, note
+(`report_columns`): total is auto_total + manual_total; final_total the points that leave the kit, which
+a veto caps, and note says so (`Row.note`). The rubric
 is the lesson's (`Course.rubric`). passed is `no` when a veto applies or the pass score (course.yml) is
 out of reach, `pending` while a manual answer is ungraded, else `yes`/`no` by total >= pass score. The
 copy check's flags
@@ -13,7 +15,8 @@ Vetoes (一票否决), shown as `veto(reason)` in flags:
   answer or the code cell), the rest of the comment being the reason;
 - automatic: `deleted_asserts` (the seed's 删除边界检查: given checks removed from the fill-in).
 A veto caps the points that leave the kit (`Row.final_total`: LMS export, the feedback page, which
-also says why) at VETO_MARGIN below the pass score; the report CSV keeps the cells' own total.
+also says why) at VETO_MARGIN below the pass score; the report CSV keeps the cells' own total beside
+final_total and its note.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from coursekit.grading.records.autograded import Graded, read_class, release_pro
 from coursekit.grading.records.feedback import FeedbackWriter
 from coursekit.lesson import parse_lesson
 
-TOTAL_COLUMNS = ("auto_total", "manual_total", "total", "max_score", "passed", "flags")
+TOTAL_COLUMNS = ("auto_total", "manual_total", "total", "max_score", "passed", "flags", "final_total", "note")
 VETO_COMMENT = re.compile(r"^\s*(一票否决|VETO)\s*[:：]\s*(?P<reason>.*)", re.IGNORECASE | re.DOTALL)
 AUTOMATIC_VETOES = {F.DELETED_ASSERTS: "删除边界检查"}
 VETO_MARGIN = 1.0  # a vetoed notebook's exported points stay this far below the pass score (8 -> 7 of 10)
@@ -65,6 +68,7 @@ class Row:
     auto: dict[str, float] = field(default_factory=dict)  # check column -> score (every check, 0 until graded)
     auto_max: dict[str, float] = field(default_factory=dict)
     manual: dict[str, float | None] = field(default_factory=dict)  # answer -> score, None while ungraded
+    by_hand: set[str] = field(default_factory=set)  # answers a person graded (not auto-zeroed as unanswered)
     manual_total: float = 0.0
     manual_pending: float = 0.0  # points of manual answers not graded yet
     flags: list[str] = field(default_factory=list)
@@ -101,6 +105,18 @@ class Row:
         return min(self.total, self.veto_cap) if self.vetoed else self.total
 
     @property
+    def capped(self) -> bool:
+        return self.final_total < self.total
+
+    @property
+    def note(self) -> str:
+        """Why final_total is not total (a veto capped it), or nothing."""
+        if not self.capped:
+            return ""
+        return (f"一票否决：各项合计 {self.total:g} 分，计入 {self.final_total:g} 分"
+                f"（封顶为通过线 {self.rubric.pass_score:g} 减 {VETO_MARGIN:g}）")
+
+    @property
     def passed(self) -> str:
         pass_score = self.rubric.pass_score
         if not self.graded or self.vetoed or self.total + self.manual_pending < pass_score:
@@ -115,7 +131,7 @@ class Row:
         return {"student_id": spreadsheet_safe(self.student_id), **{k: num(v) for k, v in self.auto.items()},
                 "auto_total": num(self.auto_total), "manual_total": num(self.manual_total),
                 "total": num(self.total), "max_score": num(self.rubric.max_score), "passed": self.passed,
-                "flags": ";".join(self.flags)}
+                "flags": ";".join(self.flags), "final_total": num(self.final_total), "note": self.note}
 
 
 def spreadsheet_safe(text: str) -> str:
@@ -251,6 +267,8 @@ def fill_scores(submission: SubmittedNotebook | None, row: Row, course: Course) 
             else:
                 row.manual_total += score
                 row.manual[grade.name] = score
+                if grade.manual_score is not None:
+                    row.by_hand.add(grade.name)
     for comment in sorted(submission.comments, key=lambda c: c.name):
         match = VETO_COMMENT.match(comment.manual_comment or "")
         if match:
