@@ -78,6 +78,28 @@ def k_sample_variance(nb):
     return nb
 
 
+def _variance_line(nb, line):
+    """The reference solution with its variance line replaced (another way to fill the first blank)."""
+    solve(nb)
+    cell = _code(nb)
+    old = next(x for x in cell.source.split("\n") if x.lstrip().startswith("var = "))
+    cell.source = cell.source.replace(old, line)
+    return nb
+
+
+def k_one_pass_clamped(nb):
+    return _variance_line(nb, "    var = max(sum(r * r for r in rewards) / len(rewards) - mean ** 2, 0.0)")
+
+
+def k_one_pass(nb):
+    """Negative variance (rounding) on a constant group of 0.1s: math.sqrt raises there."""
+    return _variance_line(nb, "    var = sum(r * r for r in rewards) / len(rewards) - mean ** 2")
+
+
+def k_divide_by_mean(nb):
+    return _variance_line(nb, "    var = mean ** 2")
+
+
 def k_std_eq_zero(nb):
     solve(nb)
     _code(nb).source = _code(nb).source.replace("if std < eps:", "if std == 0:")
@@ -169,10 +191,11 @@ def k_tampering(nb):
 
 
 def k_exit_at_end(nb):
-    """Correct, with `exit()` in a cell after the test cells: the kernel is gone when the hidden
-    checks would run, so the grader replays the notebook up to the last test cell."""
+    """Correct, with `exit()` in the notebook's last cell (after the test cells and the ungraded
+    practice): the kernel is gone when the hidden checks would run, so the grader replays the notebook
+    up to the last test cell."""
     k_correct(nb)
-    _extra(nb, _cells(nb, "test_aggregation")[0], "exit()")
+    nb.cells.append(nbformat.v4.new_code_cell("exit()"))
     return nb
 
 
@@ -222,6 +245,9 @@ NOTEBOOK_KINDS = {
     "exit_at_end": (k_exit_at_end, (1.5, 1, 0.5), set()),
     "display_hook": (k_display_hook, (0, 0, 0), {"missing_answer", "suspicious_code"}),
     "aggregation_elsewhere": (k_aggregation_elsewhere, (0, 0, 0), {"missing_answer"}),
+    "one_pass_clamped": (k_one_pass_clamped, (1.5, 1, 0.5), set()),
+    "one_pass": (k_one_pass, (1.5, 0, 0.5), {"error"}),  # its ValueError on 0.1 * 3, named in the reason
+    "divide_by_mean": (k_divide_by_mean, (0, 0, 0), set()),
 }
 FILE_KINDS = {
     # kind: (file bytes, expected flag names); never graded, so scores are 0

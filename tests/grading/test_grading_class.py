@@ -11,6 +11,7 @@ import pytest
 from conftest import read_rows
 from nbgrader.api import Gradebook
 from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, expected
+from test_grading_hidden_tests import NEGATIVE_VARIANCE, SAMPLE
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
@@ -136,10 +137,7 @@ def test_manual_grades_and_veto_comments_decide_passed(graded_class, tmp_path):
 
 DIAGNOSTICS = {
     # kind: {test cell: the evalue of its one error output in the autograded notebook}
-    "sample_variance": {"test_normal": ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
-     "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）"),
-                        "test_boundary": ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
-     "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）"),
+    "sample_variance": {"test_normal": SAMPLE, "test_boundary": SAMPLE,
                         "test_aggregation": "练习单元格没有运行到长度聚合断言（前面的断言失败），或改动了三个配方"},
     "std_eq_zero": {"test_boundary": "相同的非零奖励组：浮点误差让 std 略大于 0，组没有归零：要用 std < eps 判断，"
                                      "而不是 std == 0"},
@@ -150,6 +148,13 @@ DIAGNOSTICS = {
     "infinite_loop": {"test_boundary": "运行超过 3 秒 CPU 时间，已中断（死循环？）",
                       "test_aggregation": "练习单元格没有运行到长度聚合断言（前面的断言失败），或改动了三个配方"},
     "correct": {},
+    # other ways to fill the blanks (test_grading_hidden_tests.VALID): the clamped one-pass variance is right,
+    # the unclamped one crashes on a constant group and is told why
+    "one_pass_clamped": {},
+    "one_pass": {"test_boundary": NEGATIVE_VARIANCE},
+    "divide_by_mean": {"test_normal": "普通的组：优势与参考实现不一致（先减组均值，再除以总体标准差）",
+                       "test_boundary": "方差很小但高于 eps 的组：结果不对；std 不小于 eps 时要标准化",
+                       "test_aggregation": "练习单元格没有运行到长度聚合断言（前面的断言失败），或改动了三个配方"},
 }
 
 

@@ -11,6 +11,7 @@ namespace, then the given checks) and as `make check` does (one real kernel run 
 from __future__ import annotations
 
 import ast
+import math
 import re
 
 import nbformat
@@ -55,9 +56,25 @@ def student_cell(implementation: str) -> str:
     return HEADER + implementation + REFERENCE_CELL[len(REFERENCE):]
 
 
-def run_student_cell(code: str) -> dict:
+def compensated_sum(values, start=0):
+    """sum() as Python 3.12+ (and so Pyodide, which runs the browser's Check) adds floats: Neumaier's
+    compensated summation (CPython Python/bltinmodule.c, builtin_sum_impl), which this 3.11 lacks."""
+    total, compensation, floats = start, 0.0, False
+    for x in values:
+        if isinstance(x, float) or (floats and isinstance(x, int)):
+            if not floats:
+                total, floats = float(total), True
+            t = total + x
+            compensation += (total - t) + x if abs(total) >= abs(x) else (x - t) + total
+            total = t
+        else:
+            total = total + x
+    return total + compensation if floats and compensation else total
+
+
+def run_student_cell(code: str, namespace: dict | None = None) -> dict:
     """The names the student's cell leaves, as a kernel keeps them when the cell fails half-way."""
-    namespace: dict = {"__name__": "__main__"}
+    namespace = {"__name__": "__main__", **(namespace or {})}
     try:
         exec(compile(code, "<你的代码>", "exec"), namespace)
     except Exception:  # noqa: BLE001 - the student's cell failing is reported, the checks still run
@@ -79,9 +96,9 @@ def judge_without_self_checks(code: str) -> dict[str, trusted.Failure | None]:
                                            kernel) for test_id, t in cells().items()}
 
 
-def self_check(code: str) -> dict[str, str | None]:
+def self_check(code: str, namespace: dict | None = None) -> dict[str, str | None]:
     """{check id: None if it passed, else its message} as the browser's Check computes them."""
-    namespace = run_student_cell(code)
+    namespace = run_student_cell(code, namespace)
     out: dict[str, str | None] = {}
     for c in CHECKS:
         before = {name: namespace.get(name, MISSING) for name in c.own_run}
@@ -199,3 +216,18 @@ def test_the_self_checks_cost_no_point_the_hidden_tests_would_give(name):
     code = student_cell(WRONG_VARIANTS[name])
     with_self_checks = {cid: f is None for cid, f in judge(code).items()}
     assert with_self_checks == {cid: f is None for cid, f in judge_without_self_checks(code).items()}
+
+
+@pytest.mark.parametrize("name", CATALOGUE)
+def test_check_says_the_same_whichever_way_sum_adds_floats(name):
+    """The browser's Check runs in Pyodide, whose sum() compensates (Python 3.12+); the grader's Python may
+    add plainly. Every self-check input gives the same verdict and reason either way (a constant group
+    whose one-pass variance is negative only under plain addition made the two disagree)."""
+    code = student_cell(CATALOGUE[name])
+    assert self_check(code, {"sum": compensated_sum}) == self_check(code)
+
+
+def test_compensated_sum_is_the_exact_sum_where_plain_addition_rounds():
+    assert compensated_sum([0.1] * 10) == 1.0 != sum([0.1] * 10)
+    assert compensated_sum([0.35] * 6) == math.fsum([0.35] * 6) != sum([0.35] * 6)
+    assert compensated_sum([1, 2, 3]) == 6 and type(compensated_sum([1, 2, 3])) is int and compensated_sum([]) == 0

@@ -145,7 +145,7 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
     assert "Validation Results" in alice_checked and "Error" not in alice_checked, alice_checked
     bob_checked = student_works(bob, hub, "bob", WRONG)
     assert ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
-     "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）") in bob_checked, bob_checked
+            "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）") in bob_checked, bob_checked
 
     # 3. the instructor collects, grades with the kit's sandboxed grader, grades the explanation by hand
     teacher.goto(f"{hub.base}/user/teacher/formgrader")

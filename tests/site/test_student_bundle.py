@@ -123,7 +123,7 @@ def test_the_self_check_gives_the_graders_chinese_reason_and_names_the_vetoed_gu
     bare = "AssertionError\n      （题目给出的断言不成立；为什么不成立，见下面各组检查的说明）"  # no message
     assert bare in sample.stdout, sample.stdout
     assert ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
-     "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）") in sample.stdout
+            "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）") in sample.stdout
     guard = self_check(unpacked, filled(unpacked / NOTEBOOK, {"if not rewards:": "if len(rewards) == 0:"}))
     assert guard.returncode == 1 and "✗ 题目给出的检查：`if not rewards:` 被删除或改动" in guard.stdout
     assert "一票否决" in guard.stdout and "结果：3/3 项检查通过" in guard.stdout
