@@ -1,6 +1,8 @@
 """`coursekit` command line: one subcommand per job, each in its own module.
 
-Every subcommand module defines `add_arguments(parser)` and `run(args) -> int`.
+Every subcommand module defines `add_arguments(parser)` and `run(args) -> int`. A CourseError is one line
+`error: ...` and exit 1; Ctrl-C is one line and exit 130; run below the repository root (a folder under
+one with course.yml), every command says where the root is.
 """
 
 from __future__ import annotations
@@ -8,8 +10,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
+from coursekit.course_file import COURSE_FILE
 from coursekit.errors import CourseError
+
+INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it
 
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -40,7 +46,22 @@ def main(argv: list[str] | None = None) -> int:
             modules[name].add_arguments(cmd)
     args = parser.parse_args(argv)
     try:
+        check_working_folder(Path.cwd())
         return modules[args.command].run(args)
     except CourseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C in a command that has no line of its own (grade, formgrader, lab have)
+        print(f"{args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def check_working_folder(cwd: Path) -> None:
+    """Commands take their paths (course.yml, lessons/, autograder/, build/) from the repository root: run
+    in a folder below one, they would miss them; say where the root is."""
+    if (cwd / COURSE_FILE).is_file():
+        return
+    root = next((folder for folder in cwd.parents if (folder / COURSE_FILE).is_file()), None)
+    if root is not None:
+        raise CourseError(f"{cwd}: not the repository root; run make or coursekit from {root} (the folder "
+                          f"with {COURSE_FILE}): cd {root}")
