@@ -6,6 +6,7 @@ a process of its own running (a server, a kernel, a sandbox, a database) fails, 
 import ctypes
 import functools
 import http.server
+import json
 import os
 import socket
 import subprocess
@@ -149,6 +150,7 @@ ENDS_WITH_PYTEST = ("multiprocessing.resource_tracker", "multiprocessing.forkser
 LEFTOVER_GRACE_S = 15.0  # for processes still shutting down (a kernel its server just asked to stop)
 _first_seen: dict[int, str] = {}  # pid -> the test after which that descendant was first seen running
 _BEFORE = pytest.StashKey[set]()  # the descendants already running when the session started
+_STARTED = pytest.StashKey[tuple]()  # (monotonic time, 1-minute load average) at the session's start
 
 
 def _become_subreaper() -> None:
@@ -224,6 +226,24 @@ def processes_gone() -> Callable[..., None]:
 def pytest_sessionstart(session: pytest.Session) -> None:
     _become_subreaper()
     session.config.stash[_BEFORE] = {p.pid for p in running_descendants()}
+    session.config.stash[_STARTED] = (time.monotonic(), os.getloadavg()[0])
+
+
+def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
+    """The session's wall time with the machine and its load beside it: the figure README's "about N minutes"
+    quotes (README: "Test durations"), written to build/test-session.json as well."""
+    start, load_before = config.stash.get(_STARTED, (time.monotonic(), 0.0))
+    wall = time.monotonic() - start
+    ran = sum(len(terminalreporter.stats.get(k, [])) for k in ("passed", "failed", "skipped", "error"))
+    measured = {"wall_s": round(wall), "cores": os.cpu_count(), "load_at_start": round(load_before, 1),
+                "load_at_end": round(os.getloadavg()[0], 1), "tests": ran,
+                "args": config.invocation_params.args}
+    terminalreporter.write_line(f"session: {int(wall // 60)} min {int(wall % 60)} s wall for "
+                                f"{measured['tests']} tests on {measured['cores']} cores, load "
+                                f"{measured['load_at_start']} at start, {measured['load_at_end']} at end")
+    out = ROOT / "build" / "test-session.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(measured, indent=1) + "\n", encoding="utf-8")
 
 
 def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
