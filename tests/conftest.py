@@ -147,7 +147,8 @@ def browser() -> Iterator[object]:
 # fails with its command line and the test that started it, and it is killed.
 SESSION_VAR, TEST_VAR = "COURSEKIT_TEST_SESSION", "COURSEKIT_TEST"
 ENDS_WITH_PYTEST = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")  # exit when pytest does
-LEFTOVER_GRACE_S = 15.0  # for processes still shutting down (a kernel its server just asked to stop)
+# seconds for processes still shutting down (a kernel its server just asked to stop)
+LEFTOVER_GRACE_S = float(os.environ.get("COURSEKIT_LEFTOVER_GRACE_S", "15"))
 _BEFORE = pytest.StashKey[set]()  # the session's processes already running when it started
 _STARTED = pytest.StashKey[tuple]()  # (monotonic time, 1-minute load average) at the session's start
 
