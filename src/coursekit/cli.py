@@ -1,8 +1,8 @@
 """`coursekit` command line: one subcommand per job, each in its own module.
 
 Every subcommand module defines `add_arguments(parser)` and `run(args) -> int`. A CourseError is one line
-`error: ...` and exit 1; Ctrl-C is one line and exit 130; run below the repository root (a folder under
-one with course.yml), every command says where the root is.
+`error: ...` and exit 1 (run below the repository root, it says where the root is); Ctrl-C is one line
+and exit 130.
 """
 
 from __future__ import annotations
@@ -46,22 +46,19 @@ def main(argv: list[str] | None = None) -> int:
             modules[name].add_arguments(cmd)
     args = parser.parse_args(argv)
     try:
-        check_working_folder(Path.cwd())
         return modules[args.command].run(args)
     except CourseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}{root_hint(Path.cwd())}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C in a command that has no line of its own (grade, formgrader, lab have)
         print(f"{args.command}: interrupted", file=sys.stderr)
         return INTERRUPTED
 
 
-def check_working_folder(cwd: Path) -> None:
-    """Commands take their paths (course.yml, lessons/, autograder/, build/) from the repository root: run
-    in a folder below one, they would miss them; say where the root is."""
+def root_hint(cwd: Path) -> str:
+    """Where to run from, when run below the repository root (a folder under one with course.yml): the
+    commands take course.yml, lessons/, autograder/ and build/ from the folder they run in."""
     if (cwd / COURSE_FILE).is_file():
-        return
+        return ""
     root = next((folder for folder in cwd.parents if (folder / COURSE_FILE).is_file()), None)
-    if root is not None:
-        raise CourseError(f"{cwd}: not the repository root; run make or coursekit from {root} (the folder "
-                          f"with {COURSE_FILE}): cd {root}")
+    return "" if root is None else f" (run make or coursekit from the repository root: cd {root})"

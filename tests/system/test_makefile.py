@@ -151,10 +151,17 @@ def test_check_of_a_folder_says_give_a_notebook_file(capsys) -> None:
 
 
 def test_a_command_run_below_the_repository_root_names_the_root(monkeypatch, capsys) -> None:
+    """`make report` from a subfolder is make's "No rule to make target"; the command itself says where the
+    root is, on its one error line (the commands take course.yml, lessons/ and autograder/ from there)."""
     monkeypatch.chdir(ROOT / "lessons")
-    assert main(["report"]) == 1
-    assert capsys.readouterr().err.strip() == (f"error: {ROOT / 'lessons'}: not the repository root; run make or "
-                                               f"coursekit from {ROOT} (the folder with course.yml): cd {ROOT}")
+    for command in (["report"], ["check", "../solutions/lesson11_grpo.ipynb"]):
+        assert main(command) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: "), err
+        assert err[0].endswith(f" (run make or coursekit from the repository root: cd {ROOT})"), err
+    monkeypatch.chdir(ROOT)
+    assert main(["check", "lessons"]) == 1
+    assert "repository root" not in capsys.readouterr().err  # from the root: no hint
 
 
 # A command busy when Ctrl-C arrives (SIGINT to the terminal's process group); `coursekit bundle` stands for
