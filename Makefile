@@ -76,17 +76,8 @@ export: $(STAMP) ## grades for the LMS: ROSTER=path/to/roster.csv [FORMAT=canvas
 
 # ---- demo notebook (CPU defaults; see README for the GPU command): into build/demo/ (the notebook and
 # figs/), the committed run untouched; COMMIT=1 replaces the committed run (lessons/ and assets/figs/)
-DEMO := lessons/lesson11_grpo_demo.ipynb
 demo: $(STAMP) ## re-run the demo into build/demo/; COMMIT=1 replaces the committed run
-ifeq ($(COMMIT),1)
-	@echo "demo: replacing the committed run ($(DEMO) and assets/figs/demo_*); review with git diff, then commit"
-	$(PY) -m papermill $(DEMO) $(DEMO) --cwd lessons
-else
-	@echo "demo: writing build/demo/ (the committed run is untouched; make demo COMMIT=1 replaces it)"
-	mkdir -p build/demo/figs
-	$(PY) -m papermill $(DEMO) build/demo/$(notdir $(DEMO)) --cwd build/demo -p fig_dir figs
-	@echo "demo: wrote build/demo/$(notdir $(DEMO)) and build/demo/figs/; make demo COMMIT=1 to replace the committed run"
-endif
+	$(CK) demo $(if $(filter 1,$(COMMIT)),--commit)
 
 # ---- site: Quarto when installed, otherwise the no-Quarto preview
 site: $(STAMP) branches release ## the site with Quarto, or the no-Quarto preview

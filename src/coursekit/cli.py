@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "site": ("coursekit.site", "render the site with Quarto, or the no-Quarto preview"),
     "lab": ("coursekit.lab", "start JupyterLab on localhost from the student bundle"),
     "bundle": ("coursekit.bundle", "write the student bundle (folder and zip) of one lesson"),
+    "demo": ("coursekit.demo", "re-run the GRPO demo notebook into build/demo/ (--commit: replace the committed run)"),
     "hub": ("coursekit.hub.command", "a class on JupyterHub on localhost (start, stop; grade, feedback)"),
 }
 

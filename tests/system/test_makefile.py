@@ -66,13 +66,11 @@ def stand_in_demo(folder: Path) -> Path:
 
 
 def run_recipe(lines: list[str], folder: Path) -> str:
+    """Run the recipe's lines in `folder` (this Python for the repository's .venv); what they printed."""
     out = []
     for line in lines:
         cmd = [sys.executable if word == ".venv/bin/python" else word for word in shlex.split(line)]
-        if cmd[0] == "echo":
-            out.append(" ".join(cmd[1:]))
-            continue
-        subprocess.run(cmd, cwd=folder, check=True, capture_output=True, timeout=300)
+        out.append(subprocess.run(cmd, cwd=folder, check=True, capture_output=True, text=True, timeout=300).stdout)
     return "\n".join(out)
 
 
