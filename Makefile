@@ -1,4 +1,9 @@
-# Lesson 11 course kit. `make` sets up .venv and builds everything; `make test` runs every test.
+# Lesson 11 course kit. `make` sets up .venv and builds everything; `make test` runs every test; `make help`
+# lists the targets. Run make from this folder (the repository root).
+#
+# Convention: every target in .PHONY has a one-line description in a `## ` comment at the end of its rule
+# line (`name: prerequisites ## what it does`); `make help` prints them, and tests/system/test_makefile.py
+# fails when a .PHONY target has none.
 PY      := .venv/bin/python
 CK      := $(PY) -m coursekit
 STAMP   := .venv/.installed
@@ -9,18 +14,24 @@ SYSTEM  := src/coursekit/system.py
 LESSON_ARG := $(if $(LESSON),--lesson $(LESSON))
 # SYSTEM_FLAGS=--check: only look for the system packages, install nothing
 
-.PHONY: all setup system-setup system-figures system-test branches figures editor release grade check report \
+.PHONY: all help setup system-setup system-figures system-test branches figures editor release grade check report \
         formgrader export demo demo-text site lab student-bundle test lint bench fuzz clean hub hub-stop test-hub
 
-all: branches figures release site
+all: branches figures release site ## set up, then build branches, figures, the release and the site (the default)
+
+help: ## list the targets, one line each
+	@awk -F ':[^#]*## ' '/^[a-z][a-z -]*:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 
 # ---- system packages each stage needs (the list: NEEDS in src/coursekit/system.py): found, installed
 # with apt-get as root, or make stops with one line naming them
-system-setup:
+system-setup: ## install the system packages every stage needs (apt-get, as root)
 	python3 $(SYSTEM) setup $(SYSTEM_FLAGS)
 
-system-figures system-test: $(STAMP)
-	$(PY) $(SYSTEM) $(@:system-%=%) $(SYSTEM_FLAGS)
+system-figures: $(STAMP) ## the system packages the figures need
+	$(PY) $(SYSTEM) figures $(SYSTEM_FLAGS)
+
+system-test: $(STAMP) ## the system packages the tests need (Chromium, bubblewrap, PostgreSQL, ...)
+	$(PY) $(SYSTEM) test $(SYSTEM_FLAGS)
 
 # ---- set-up: a virtualenv with the pinned packages, and the npm packages the site serves offline
 $(STAMP): requirements.txt pyproject.toml package.json package-lock.json | system-setup
@@ -31,63 +42,63 @@ $(STAMP): requirements.txt pyproject.toml package.json package-lock.json | syste
 	npm ci --silent --no-audit --no-fund
 	touch $@
 
-setup: $(STAMP)
+setup: $(STAMP) ## the virtualenv with the pinned packages and the npm packages
 
 # ---- the runner's CodeMirror bundle (committed; tests/runner/test_editor_bundle.py rebuilds and compares)
-editor: $(STAMP)
+editor: $(STAMP) ## rebuild the runner's CodeMirror bundle (committed)
 	node assets/runner/build-editor.mjs
 
 # ---- lesson source -> branches, figures, nbgrader
-branches: $(STAMP)
+branches: $(STAMP) ## write exercises/, solutions/ and the nbgrader source from the lesson
 	$(CK) branches $(LESSON_ARG)
 
-figures: system-figures
+figures: system-figures ## draw Figure 11-1 into assets/figs/
 	$(PY) -m grpolab.figures --out-dir assets/figs
 
-release: $(STAMP) branches
+release: $(STAMP) branches ## the student version with nbgrader (build/release/)
 	$(CK) release $(LESSON_ARG)
 
-grade: $(STAMP)
+grade: $(STAMP) ## autograde SUBMISSIONS=<folder or .zip> [GRADE_ARGS=--dry-run|--regrade]
 	$(CK) grade $(SUBMISSIONS) $(LESSON_ARG) $(GRADE_ARGS)
 
-check: $(STAMP)
+check: $(STAMP) ## a student's self-check of NOTEBOOK=<file.ipynb>
 	$(CK) check $(NOTEBOOK) $(LESSON_ARG)
 
-report: $(STAMP)
+report: $(STAMP) ## the CSV and class report after manual grading
 	$(CK) report $(LESSON_ARG)
 
 PORT ?=  # make formgrader|hub PORT=8891: the port on 127.0.0.1 (default: 8890; course.yml hub: port)
 PORT_ARG = $(if $(strip $(PORT)),--port $(strip $(PORT)))
 
-formgrader: $(STAMP)
+formgrader: $(STAMP) ## nbgrader's formgrader on localhost for the written answers [PORT=8890]
 	$(CK) formgrader $(PORT_ARG)
 
 FORMAT ?= canvas
-export: $(STAMP)
-	$(CK) export --format $(FORMAT) --roster "$(ROSTER)" $(LESSON_ARG)
+export: $(STAMP) ## grades for the LMS: ROSTER=path/to/roster.csv [FORMAT=canvas|moodle|csv]
+	$(CK) export --format $(FORMAT) $(if $(ROSTER),--roster "$(ROSTER)") $(LESSON_ARG)
 
-# ---- demo notebook (CPU defaults; see README for the GPU command)
-demo: $(STAMP)
-	$(PY) -m papermill lessons/lesson11_grpo_demo.ipynb lessons/lesson11_grpo_demo.ipynb --cwd lessons
+# ---- demo notebook (CPU defaults; see README for the GPU command): into build/demo/ (the notebook and
+# figs/), the committed run untouched; COMMIT=1 replaces the committed run (lessons/ and assets/figs/)
+demo: $(STAMP) ## re-run the demo into build/demo/; COMMIT=1 replaces the committed run
+	$(CK) demo $(if $(filter 1,$(COMMIT)),--commit)
 
-# the demo's text rewritten from the committed assets/figs/demo_*.json, without training again
-demo-text: $(STAMP)
+demo-text: $(STAMP) ## rewrite the demo's text from the committed assets/figs/demo_*.json, no training
 	$(PY) -m grpolab.demo_refresh
 
 # ---- site: Quarto when installed, otherwise the no-Quarto preview
-site: $(STAMP) branches release
+site: $(STAMP) branches release ## the site with Quarto, or the no-Quarto preview
 	$(CK) site $(LESSON_ARG)
 
 # ---- students: the bundle (build/student/<slug>/ and .zip: notebook, self-check, offline site, 使用说明);
 # `make lab` runs JupyterLab from that lesson's bundle, written outside this repository
-student-bundle: $(STAMP) release
+student-bundle: $(STAMP) release ## the student bundle (build/student/<slug>/ and .zip)
 	$(CK) bundle $(LESSON_ARG)
 
-lab: $(STAMP) release
+lab: $(STAMP) release ## JupyterLab on the student bundle, outside this repository
 	$(CK) lab $(LESSON_ARG)
 
 # ---- checks
-test: system-test
+test: system-test ## lint, the trust boundary and every test
 	$(PY) -m ruff check src tests bench
 	.venv/bin/lint-imports --config pyproject.toml  # the trust boundary: judge/ and records/ never import sandbox/
 	$(PY) -m pytest -q
@@ -98,28 +109,32 @@ test: system-test
 FUZZ_EXAMPLES ?= 20000
 FUZZ_BATCHES ?= 10
 FUZZ_BATCH ?= 8
-fuzz: system-test
+fuzz: system-test ## the submission fuzzer's long run (FUZZ_EXAMPLES=20000 mutants)
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_BATCHES=$(FUZZ_BATCHES) FUZZ_BATCH=$(FUZZ_BATCH) \
 	  $(PY) -m pytest -q -s --timeout 0 -p no:cacheprovider tests/grading/test_notebook_fuzz.py
 
-lint: $(STAMP)
+lint: $(STAMP) ## ruff and the import contract only
 	$(PY) -m ruff check src tests bench
 	.venv/bin/lint-imports --config pyproject.toml  # the trust boundary: judge/ and records/ never import sandbox/
 
-bench: system-test  # every bench that applies here; the ones that do not (exit 2) are named with the reason
+bench: system-test ## every benchmark that applies here; the others are named with the reason
 	$(PY) bench/run_all.py
 
-clean:
-	rm -rf build _site _site-solution autograder/release autograder/submitted autograder/autograded \
-	       autograder/feedback autograder/reports autograder/gradebook.db \
-	       autograder/.ingest autograder/exchange build/release
+# everything the kit writes that git ignores (tests/system/test_makefile.py compares with `git status
+# --ignored`), but not the set-up (.venv, node_modules) nor the students' old copies in work/
+clean: ## remove what the kit writes outside git (the gradebook too); keeps .venv, node_modules
+	rm -rf build _site _site-solution .quarto _freeze .autograder-dry-run autograder/release autograder/submitted \
+	       autograder/autograded autograder/feedback autograder/reports autograder/gradebook.db \
+	       autograder/.ingest autograder/exchange .pytest_cache .ruff_cache .hypothesis
+	find . \( -path ./.venv -o -path ./node_modules -o -path ./.git \) -prune -o \( -name __pycache__ \
+	       -o -name .ipynb_checkpoints -o -name '*.quarto_ipynb' \) -prune -exec rm -rf {} +
 
 # ---- a class on JupyterHub (docs/hub.md): Ctrl-C stops it; `make hub-stop` if it runs in the background
-hub: $(STAMP)
+hub: $(STAMP) ## a class on JupyterHub on localhost (docs/hub.md); Ctrl-C stops it [PORT=]
 	$(CK) hub start $(PORT_ARG)
 
-hub-stop: $(STAMP)
+hub-stop: $(STAMP) ## stop a hub started in the background
 	$(CK) hub stop
 
-test-hub: system-test
+test-hub: system-test ## the hub's tests (root, cgroups)
 	$(PY) -m pytest -q tests/hub

@@ -3,15 +3,16 @@ matplotlib font cache, and committed (git HEAD) files; and the session's leftove
 a process of its own running (a server, a kernel, a sandbox, a database) fails, naming it and the test.
 """
 
-import ctypes
 import functools
 import http.server
+import json
 import os
 import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -217,56 +218,56 @@ def browser() -> Iterator[object]:
 
 
 # ---- nothing a test starts outlives the session
-# The pytest process is made a child subreaper (Linux): a process whose parent died without stopping it
-# (JupyterLab after its lab.py was killed, a daemonised database) is re-parented here instead of to init,
-# so every process the tests started is a descendant until it exits. At the end of the session (after
-# every fixture's teardown) any descendant still running is a leftover: the run fails with its command
-# line and the test after which it was first seen running, and it is killed.
-PR_SET_CHILD_SUBREAPER = 36
+# Every process a test starts carries two environment variables (inherited from this process, which sets
+# them): the session's token and the test's node id. At the end of the session (after every fixture's
+# teardown) any process still running that is a descendant of this one or carries the token is a
+# leftover, orphans included (JupyterLab after its lab.py was killed, a daemonised database): the run
+# fails with its command line and the test that started it, and it is killed.
+SESSION_VAR, TEST_VAR = "COURSEKIT_TEST_SESSION", "COURSEKIT_TEST"
 ENDS_WITH_PYTEST = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")  # exit when pytest does
-LEFTOVER_GRACE_S = 15.0  # for processes still shutting down (a kernel its server just asked to stop)
-_first_seen: dict[int, str] = {}  # pid -> the test after which that descendant was first seen running
-_BEFORE = pytest.StashKey[set]()  # the descendants already running when the session started
+# seconds for processes still shutting down (a kernel its server just asked to stop)
+LEFTOVER_GRACE_S = float(os.environ.get("COURSEKIT_LEFTOVER_GRACE_S", "15"))
+_BEFORE = pytest.StashKey[set]()  # the session's processes already running when it started
+_STARTED = pytest.StashKey[tuple]()  # (monotonic time, 1-minute load average) at the session's start
 
 
-def _become_subreaper() -> None:
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+def _environ(proc: psutil.Process) -> dict[str, str]:
+    try:
+        return proc.environ()
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess, OSError):
+        return {}
 
 
-def _reap_zombies() -> None:
-    """Collect the exit status of re-parented children that ended (nothing else waits for them)."""
-    for child in psutil.Process().children():
-        try:
-            if child.status() == psutil.STATUS_ZOMBIE:
-                os.waitpid(child.pid, os.WNOHANG)
-        except (psutil.NoSuchProcess, ChildProcessError):
-            pass
-
-
-def running_descendants() -> list[psutil.Process]:
-    """This process's descendants that are running (not zombies), but not those that end with it."""
-    _reap_zombies()
-    found = []
-    for proc in psutil.Process().children(recursive=True):
+def session_processes() -> list[psutil.Process]:
+    """Running processes (not zombies) this session started: descendants, and any carrying its token;
+    not those that end with pytest itself."""
+    me = psutil.Process()
+    token = os.environ.get(SESSION_VAR)
+    found = {p.pid: p for p in me.children(recursive=True)}
+    for proc in psutil.process_iter():
+        if proc.pid != me.pid and proc.pid not in found and token and _environ(proc).get(SESSION_VAR) == token:
+            found[proc.pid] = proc
+    running = []
+    for proc in found.values():
         try:
             cmdline = " ".join(proc.cmdline())
             if proc.status() != psutil.STATUS_ZOMBIE and not any(m in cmdline for m in ENDS_WITH_PYTEST):
-                found.append(proc)
-        except psutil.NoSuchProcess:
+                running.append(proc)
+        except psutil.Error:
             continue
-    return found
+    return running
 
 
 def leftover_lines(procs: list[psutil.Process]) -> list[str]:
-    """One line per process: pid, the test after which it was first seen running, its command line."""
+    """One line per process: pid, the test that started it, its command line."""
     lines = []
     for proc in procs:
         try:
             cmdline = " ".join(proc.cmdline())[:300]
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             continue
-        lines.append(f"pid {proc.pid} (running since {_first_seen.get(proc.pid, 'the session end')}): {cmdline}")
+        test = _environ(proc).get(TEST_VAR) or "an unknown test (its environment is its own)"
+        lines.append(f"pid {proc.pid} (started by {test}): {cmdline}")
     return lines
 
 
@@ -282,7 +283,6 @@ def assert_stopped(pids: list[int], port: int | None = None, timeout_s: float = 
     deadline = time.monotonic() + timeout_s
     alive = pids
     while time.monotonic() < deadline:
-        _reap_zombies()
         alive = [p for p in pids if _running(p)]
         if not alive:
             break
@@ -300,26 +300,27 @@ def processes_gone() -> Callable[..., None]:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    _become_subreaper()
-    session.config.stash[_BEFORE] = {p.pid for p in running_descendants()}
+    os.environ[SESSION_VAR] = uuid.uuid4().hex
+    session.config.stash[_BEFORE] = {p.pid for p in session_processes()}
+    session.config.stash[_STARTED] = (time.monotonic(), os.getloadavg()[0])
 
 
-def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
-    for proc in running_descendants():
-        _first_seen.setdefault(proc.pid, nodeid)
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    os.environ[TEST_VAR] = nodeid
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    os.environ.pop(TEST_VAR, None)
     before = session.config.stash.get(_BEFORE, set())
     deadline = time.monotonic() + LEFTOVER_GRACE_S
-    while (left := [p for p in running_descendants() if p.pid not in before]) and time.monotonic() < deadline:
+    while (left := [p for p in session_processes() if p.pid not in before]) and time.monotonic() < deadline:
         time.sleep(0.5)
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     title = f"{len(left)} process(es) the tests started still running (now killed)"
     if reporter:
-        reporter.ensure_newline()
+        reporter.write("\n")
         reporter.write_sep("=", title, red=True)
     for line in leftover_lines(left) if reporter else [title, *leftover_lines(left)]:
         reporter.write_line(line, red=True) if reporter else print(line, file=sys.stderr)
@@ -328,7 +329,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             proc.kill()
         except psutil.NoSuchProcess:
             pass
-    _reap_zombies()
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
+
+def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
+    """The session's wall time with the machine and its load beside it: the figure README's "about N minutes"
+    quotes (README: "Test durations"), written to build/test-session.json as well."""
+    start, load_before = config.stash.get(_STARTED, (time.monotonic(), 0.0))
+    wall = time.monotonic() - start
+    ran = sum(len(terminalreporter.stats.get(k, [])) for k in ("passed", "failed", "skipped", "error"))
+    measured = {"wall_s": round(wall), "cores": os.cpu_count(), "load_at_start": round(load_before, 1),
+                "load_at_end": round(os.getloadavg()[0], 1), "tests": ran,
+                "args": config.invocation_params.args}
+    terminalreporter.write_line(f"session: {int(wall // 60)} min {int(wall % 60)} s wall for "
+                                f"{measured['tests']} tests on {measured['cores']} cores, load "
+                                f"{measured['load_at_start']} at start, {measured['load_at_end']} at end")
+    out = ROOT / "build" / "test-session.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(measured, indent=1) + "\n", encoding="utf-8")
 

@@ -1,6 +1,8 @@
 """`coursekit` command line: one subcommand per job, each in its own module.
 
-Every subcommand module defines `add_arguments(parser)` and `run(args) -> int`.
+Every subcommand module defines `add_arguments(parser)` and `run(args) -> int`. A CourseError is one line
+`error: ...` and exit 1 (run below the repository root, it says where the root is); Ctrl-C is one line
+and exit 130.
 """
 
 from __future__ import annotations
@@ -8,8 +10,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
+from coursekit.course_file import COURSE_FILE
 from coursekit.errors import CourseError
+
+INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it
 
 # name -> (module, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -24,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "site": ("coursekit.site", "render the site with Quarto, or the no-Quarto preview"),
     "lab": ("coursekit.lab", "start JupyterLab on localhost from the student bundle"),
     "bundle": ("coursekit.bundle", "write the student bundle (folder and zip) of one lesson"),
+    "demo": ("coursekit.demo", "re-run the GRPO demo notebook into build/demo/ (--commit: replace the committed run)"),
     "hub": ("coursekit.hub.command", "a class on JupyterHub on localhost (start, stop; grade, feedback)"),
 }
 
@@ -42,5 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return modules[args.command].run(args)
     except CourseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}{root_hint(Path.cwd())}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C in a command that has no line of its own (grade, formgrader, lab have)
+        print(f"{args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+def root_hint(cwd: Path) -> str:
+    """Where to run from, when run below the repository root (a folder under one with course.yml): the
+    commands take course.yml, lessons/, autograder/ and build/ from the folder they run in."""
+    if (cwd / COURSE_FILE).is_file():
+        return ""
+    root = next((folder for folder in cwd.parents if (folder / COURSE_FILE).is_file()), None)
+    return "" if root is None else f" (run make or coursekit from the repository root: cd {root})"

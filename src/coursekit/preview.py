@@ -34,7 +34,9 @@ from coursekit.nav import BRANCH_TEXT
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 SITE_LANG = "zh-Hans"  # <html lang>, as _quarto.yml: Chinese (simplified) glyph forms, not Japanese
-NOTICE = "预览版：由 nbconvert 生成（未安装 Quarto）。完整站点请安装 Quarto 后运行 make site。"
+QUARTO_VERSION = "1.10.18"  # the Quarto the site is tested against (.github/workflows/publish.yml pins it)
+NOTICE = (f"预览版：由 nbconvert 生成（未安装 Quarto），有导航、搜索、公式、图和代码运行器。完整的 Quarto 站点请安装 "
+          f"Quarto {QUARTO_VERSION}（本站测试所用的版本）后运行 make site。")
 MATHJAX = Path("node_modules/mathjax/es5")
 MERMAID = Path("node_modules/mermaid/dist/mermaid.min.js")
 PYODIDE = Path("node_modules/pyodide")

@@ -25,7 +25,7 @@ from coursekit import preview, quarto_rules
 from coursekit.errors import CourseError
 
 PROFILES = ("exercise", "solution")
-QUARTO_VERSION = "1.10.18"  # the Quarto the site is tested against (.github/workflows/publish.yml pins it)
+QUARTO_VERSION = preview.QUARTO_VERSION  # the Quarto the site is tested against (publish.yml pins it)
 # Quarto's template.html adds this before MathJax whatever its url (quarto-cli src/resources/formats/html/pandoc).
 QUARTO_POLYFILL = re.compile(r'[ \t]*<script src="https://cdnjs\.cloudflare\.com/polyfill/[^"]*"></script>\n?')
 HEAD_INCLUDE = "assets/site/quarto-head.html"  # where a site option could add a URL (the off-host error names them)
@@ -80,8 +80,10 @@ note: this is the no-Quarto PREVIEW ({why}): the executed branch notebooks as HT
         exercise site: {exercise}/index.html
         solution site: {solution}/index.html
       serve one with: {python} -m http.server --bind 127.0.0.1 --directory {exercise} 8000
-      For the full Quarto site (navbar, sidebar, search, callouts), install Quarto
-      (https://quarto.org/docs/get-started/) and run `make site` again; it then runs
+      The preview has the site's navigation, a search box, math, diagrams and the runner; for
+      the full Quarto site (Quarto's layout, sidebar and callouts) install Quarto {quarto_version},
+      the version the site is tested on (`{python} -m pip install quarto-cli=={quarto_version}`, or
+      https://quarto.org/docs/get-started/), and run `make site` again; it then runs
       `quarto render --profile exercise` and `quarto render --profile solution`."""
 
 
@@ -113,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     sites = {name: preview.build_preview(root, name, lesson=args.lesson) for name in PROFILES}
     why = "--preview given" if args.preview else "quarto is not on PATH"
     paths = {k: v.relative_to(root) for k, v in sites.items()}
-    print(PREVIEW_NOTICE.format(why=why, python=sys.executable, **paths))
+    print(PREVIEW_NOTICE.format(why=why, python=sys.executable, quarto_version=QUARTO_VERSION, **paths))
     return 0
 
 

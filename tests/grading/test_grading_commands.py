@@ -61,6 +61,26 @@ def test_check_passes_the_reference_solution(released_course, tmp_path, capsys):
     assert out.count("✓") == 4 and "3/3" in out
 
 
+@pytest.mark.slow
+def test_the_dry_run_of_the_readme_gives_the_solution_branch_full_automatic_points(released_course, tmp_path,
+                                                                                   capsys):
+    """Issue 34: autograder/README.md's dry run, `cp solutions/lesson11_grpo.ipynb mytest/reference.ipynb`
+    then `make grade SUBMISSIONS=mytest/ GRADE_ARGS=--dry-run`: full automatic points (3 of 3), as
+    `make check` says of the same file."""
+    course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
+    mytest = tmp_path / "mytest"
+    mytest.mkdir()
+    reference = shutil.copyfile(REPO / "solutions" / "lesson11_grpo.ipynb", mytest / "reference.ipynb")
+    assert main(["check", str(reference), "--lesson", str(LESSON)]) == 0
+    assert "结果：3/3 项可见检查通过" in capsys.readouterr().out
+    assert main(["grade", str(mytest), "--course", str(course.root), "--dry-run"]) == 0
+    scratch = Course.at(tmp_path / ".course-dry-run")
+    row = read_rows(scratch.report_csv.read_text(encoding="utf-8"))["reference"]
+    assert (row["normal"], row["boundary"], row["aggregation"], row["auto_total"]) == ("1.5", "1", "0.5", "3"), row
+    assert row["flags"] == ("exercise_notebook(no nbgrader metadata, test cells added);"
+                            "missing_answer(explanation,q1,q2,q3)"), row  # no written answers in solutions/
+
+
 def test_check_names_the_failing_check_and_exits_nonzero(released_course, tmp_path, capsys):
     nb = k_sample_variance(nbformat.read(released_course.release_notebook, as_version=4))
     assert main(["check", str(write_nb(tmp_path / "mine.ipynb", nb)), "--lesson", str(LESSON)]) == 1

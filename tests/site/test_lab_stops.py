@@ -49,6 +49,14 @@ def descendants(pid: int) -> list[int]:
     return [p.pid for p in psutil.Process(pid).children(recursive=True)]
 
 
+def command_line(pid: int) -> str:
+    """The process's command line; "" once it has exited (a short-lived helper, such as `npm prefix`)."""
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return ""
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_the_helper_stops_the_childs_whole_group_even_when_it_ignores_sigterm(signum, tmp_path, processes_gone):
     log = tmp_path / "driver.log"
@@ -86,7 +94,7 @@ def test_lab_py_stops_its_jupyterlab_and_kernels(signum, tmp_path, processes_gon
         assert reply.status == 201
     time.sleep(1)
     started = descendants(proc.pid)
-    assert any("ipykernel" in " ".join(psutil.Process(p).cmdline()) for p in started), started
+    assert any("ipykernel" in command_line(p) for p in started), started
     proc.send_signal(signum)
     assert proc.wait(timeout=90) == 128 + signum
     assert log.read_text(encoding="utf-8").strip().splitlines()[-1].startswith("JupyterLab 已停止")
@@ -105,7 +113,7 @@ def test_make_lab_ctrl_c_is_one_line_exit_130_and_stops_jupyterlab(tmp_path, pro
                                 start_new_session=True)  # its own process group, as a terminal's job
     port = int(wait_for(r"http://127\.0\.0\.1:(\d+)/lab", err, proc)[1])
     started = descendants(proc.pid)
-    assert any("jupyterlab" in " ".join(psutil.Process(p).cmdline()) for p in started), started
+    assert any("jupyterlab" in command_line(p) for p in started), started
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=90) == 130
     stderr = err.read_text(encoding="utf-8")

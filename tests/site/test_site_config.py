@@ -227,3 +227,18 @@ def test_freeze_policy_is_what_the_docs_say_ignored_and_not_committed() -> None:
     docs = (ROOT / "docs" / "site.md").read_text(encoding="utf-8")
     assert "`_freeze/` is in `.gitignore`" in docs and "commit `_freeze/`" not in docs
     assert load("_quarto.yml")["execute"]["freeze"] == "auto"
+
+
+def test_the_preview_note_says_what_the_readme_says_and_names_the_tested_quarto() -> None:
+    """Issue 34: the note `make site` prints without Quarto lists the search box among what the preview has
+    (README: "a search box and the in-browser runner"), not among what only Quarto gives, and names the
+    Quarto version the site is tested on, as README does."""
+    site = site_cli
+    note = site.PREVIEW_NOTICE.format(why="quarto is not on PATH", python="python", exercise="_site",
+                                      solution="_site-solution", quarto_version=site.QUARTO_VERSION)
+    has, only_quarto = note.split("for\n      the full Quarto site", 1)
+    assert "search box" in has and "search" not in only_quarto, note
+    assert f"Quarto {site.QUARTO_VERSION}" in note and f"quarto-cli=={site.QUARTO_VERSION}" in note
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "a search box" in readme and f"**Quarto {site.QUARTO_VERSION}**" in readme
+    assert "搜索" in preview.NOTICE.split("完整")[0] and f"Quarto {site.QUARTO_VERSION}" in preview.NOTICE  # the banner

@@ -449,13 +449,17 @@ def keep_last_grade_ids(nb: NotebookNode) -> None:
             seen.add(gid)
 
 
+CODE_CELL_TAGS = {"course-exercise", "course-solution"}  # the exercise and solution branches' code cell
+
+
 def adopt_exercise_cells(nb: NotebookNode, release: NotebookNode, code_cell: str) -> None:
-    """Give the exercise branch's fill-in (tag course-exercise; grade id `code_cell` in the release) and
-    answer cells (course_answer_id) the release's nbgrader metadata, so they are graded like a released
-    notebook's."""
+    """Give the exercise branch's fill-in (tag course-exercise; grade id `code_cell` in the release), the
+    solution branch's filled-in code (tag course-solution: the instructor's reference, graded as `make
+    check` runs it) and answer cells (course_answer_id) the release's nbgrader metadata, so they are
+    graded like a released notebook's."""
     by_id = {_grade_id(c): c for c in release.cells if _grade_id(c)}
     for cell in nb.cells:
-        role = code_cell if "course-exercise" in cell.metadata.get("tags", []) \
+        role = code_cell if CODE_CELL_TAGS & set(cell.metadata.get("tags", [])) \
             else cell.metadata.get("course_answer_id")
         ref = by_id.pop(role, None)
         if ref is not None and ref.cell_type == cell.cell_type:

@@ -54,7 +54,7 @@ MOODLE_IDS = {"email": "Email address", "username": "Username", "idnumber": "ID 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, required=True, help="gradebook import format")
-    parser.add_argument("--roster", type=Path, required=True, help="CSV mapping student_id to LMS users")
+    parser.add_argument("--roster", type=Path, default=None, help="CSV mapping student_id to LMS users (required)")
     parser.add_argument("--course", type=Path, default=DEFAULT_ROOT, help="nbgrader course folder")
     parser.add_argument("--lesson", default=None,
                         help="lesson id of course.yml or its source .qmd (default: the first lesson)")
@@ -84,10 +84,15 @@ def _field(header: str) -> str:
     return ALIASES.get(key, key.replace(" ", "_"))
 
 
-def read_roster(path: Path, fmt: str, moodle_id: str = "email") -> list[Student]:
+def read_roster(path: Path | None, fmt: str, moodle_id: str = "email") -> list[Student]:
     """The roster's rows, checked for `fmt`; CourseError `path:line: problem` on the first bad row."""
+    if path is None or not str(path).strip():
+        raise CourseError("no roster given; give ROSTER=path/to/roster.csv (make export ROSTER=... FORMAT=...): "
+                          "the LMS gradebook export with a student_id column")
+    if path.is_dir():
+        raise CourseError(f"{path}: a folder; give ROSTER=path/to/roster.csv, the roster file itself")
     if not path.is_file():
-        raise CourseError(f"{path}: no such roster file (make export ROSTER=path/to/roster.csv)")
+        raise CourseError(f"{path}: no such roster file; give ROSTER=path/to/roster.csv")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:

@@ -87,6 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.notebook is None:
         raise CourseError("no notebook given; run 'make check NOTEBOOK=<your .ipynb>'")
+    if args.notebook.is_dir():
+        raise CourseError(f"{args.notebook}: a folder, not a notebook; give the notebook file, e.g. "
+                          f"make check NOTEBOOK={args.notebook.as_posix().rstrip('/')}/<name>.ipynb")
     if not args.notebook.is_file():
         raise CourseError(f"{args.notebook}: no such file; pass the path of your .ipynb")
     nb, problem = read_notebook(args.notebook)
