@@ -86,6 +86,7 @@ class Build:
     branch: Branch
     site_dir: Path
     lesson: str | None = None
+    notice: str | None = NOTICE  # the banner above each page; None: none (the student bundle's site)
     written: list[str] = field(default_factory=list)  # html pages written, relative to site_dir
 
     @cached_property
@@ -267,13 +268,15 @@ PREVIEW_STEPS = (
 )
 
 
-def build_preview(root: Path, branch: str, site_dir: Path | None = None, lesson: str | None = None) -> Path:
+def build_preview(root: Path, branch: str, site_dir: Path | None = None, lesson: str | None = None,
+                  notice: str | None = NOTICE) -> Path:
     """Build one branch's preview site (default folder: the branch's Quarto output-dir) for every lesson
-    of the course file, or for `lesson` (an id or slug) only; return the folder."""
+    of the course file, or for `lesson` (an id or slug) only, each page under `notice` (None: no banner);
+    return the folder."""
     if branch not in BRANCHES:
         raise CourseError(f"unknown branch {branch!r}; choose one of {', '.join(BRANCHES)}")
     spec = BRANCHES[branch]
-    build = Build(root=root, branch=spec, site_dir=site_dir or root / spec.out_dir, lesson=lesson)
+    build = Build(root=root, branch=spec, site_dir=site_dir or root / spec.out_dir, lesson=lesson, notice=notice)
     for step in PREVIEW_STEPS:
         step(build)
     return build.site_dir
@@ -285,7 +288,7 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: Les
     """Render one notebook with the preview template to site_dir/target (`runner`: the lesson whose
     exercise the page's runner runs, None for a page without one)."""
     root = "../" * target.count("/")
-    site = {"root": root, "title": build.course.title, "branch": build.branch.name, "notice": NOTICE,
+    site = {"root": root, "title": build.course.title, "branch": build.branch.name, "notice": build.notice,
             "nav": nav_links(build, target, root)}
     exporter = HTMLExporter(
         template_name="lab", template_file="preview.html.j2", extra_template_paths=[str(TEMPLATE_DIR)]

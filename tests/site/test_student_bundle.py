@@ -128,6 +128,34 @@ def test_the_self_check_gives_the_graders_chinese_reason_and_names_the_vetoed_gu
     assert "一票否决" in guard.stdout and "结果：3/3 项检查通过" in guard.stdout
 
 
+def test_site_only_instructions_work_without_lab_py(unpacked, tmp_path):
+    """A student who works in the web page never runs lab.py, so there is no work/ copy: the 使用说明's
+    self-check command for them checks the notebook the page's "下载 notebook" saved (named by student id)."""
+    readme = (unpacked / "使用说明.md").read_text(encoding="utf-8")
+    web = readme.split("**在网页里做的**")[1].split("**在 JupyterLab 里做的**")[0]
+    [command] = re.findall(r"^\s*python (check\.py \S+\.ipynb)$", web, re.M)
+    assert "work/" not in web
+    downloads = tmp_path / "Downloads"
+    downloads.mkdir()
+    (downloads / command.split()[1]).write_text(json.dumps(filled(unpacked / NOTEBOOK)), encoding="utf-8")
+    assert not (unpacked / "work").exists()
+    done = subprocess.run([SYSTEM_PYTHON, "-I", str(unpacked / "check.py"), command.split()[1]], cwd=downloads,
+                          env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "结果：3/3 项检查通过。" in done.stdout, done.stdout + done.stderr
+    bare = subprocess.run([SYSTEM_PYTHON, "-I", "check.py"], cwd=unpacked, env={"PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 2 and not bare.stdout and len(bare.stderr.strip().splitlines()) == 1
+    assert "lab.py" in bare.stderr and "下载" in bare.stderr, bare.stderr
+
+
+def test_the_offline_site_shows_no_maintainers_banner(unpacked):
+    pages = [p for p in (unpacked / "site").rglob("*.html")]
+    assert len(pages) >= 3
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "course-preview-notice" not in text and "make site" not in text and "预览版" not in text, page
+
+
 def test_the_offline_site_is_served_by_the_system_python_alone(unpacked):
     proc = subprocess.Popen([SYSTEM_PYTHON, "-I", "site.py", "--no-browser"], cwd=unpacked,
                             env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE, text=True)

@@ -1,6 +1,7 @@
 """自查：运行你的笔记本里自己写的代码，再运行本课的自查（与网页上“检查”按钮相同），逐项说明结果。
 
-用法：python check.py [你的笔记本.ipynb]（默认 work/ 里你的那份）。只需要 Python 3.9 以上，不需要安装任何包。
+用法：python check.py [你的笔记本.ipynb]：在网页里做的，给出网页“下载 notebook”存下的文件；在 JupyterLab 里
+做的，不写参数就检查 work/ 里你的那份。只需要 Python 3.9 以上，不需要安装任何包。
 评分时还会运行同类的隐藏检查（输入不同）；问答题由老师评分。全部通过时退出码为 0，否则为 1。
 """
 
@@ -30,6 +31,10 @@ def student_code(notebook):
 
 def main(argv):
     path = Path(argv[0]) if argv else HERE / "work" / CONFIG["notebook"]
+    if not argv and not path.is_file():
+        print(f"error: 没有 work/{CONFIG['notebook']}（它由 python lab.py 第一次运行时建立）；在网页里做的，请给出"
+              "“下载 notebook”存下的文件：python check.py 下载的文件.ipynb", file=sys.stderr)
+        return 2
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
