@@ -36,6 +36,7 @@ TEMPLATE_DIR = Path(__file__).parent / "templates"
 SITE_LANG = "zh-Hans"  # <html lang>, as _quarto.yml: Chinese (simplified) glyph forms, not Japanese
 NOTICE = "预览版：由 nbconvert 生成（未安装 Quarto）。完整站点请安装 Quarto 后运行 make site。"
 MATHJAX = Path("node_modules/mathjax/es5")
+WRAPPER_TAB_STOP = re.compile(r'(<div class="(?:jp-Cell-inputWrapper|[^"]*\bjp-OutputArea-output)"[^>]*?) tabindex="0"')
 MERMAID = Path("node_modules/mermaid/dist/mermaid.min.js")
 PYODIDE = Path("node_modules/pyodide")
 RUNNER_JS = Path("assets/runner/runner.js")
@@ -302,6 +303,9 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: Les
     if not (found and found_head):
         raise CourseError(f"{TEMPLATE_DIR / 'preview.html.j2'}: the page has no <html lang=...> or <head><meta "
                           "charset> to set")
+    # nbconvert makes every cell's input and output box a tab stop (~30 before the exercise): a box is one
+    # only while it scrolls (site.js marks those), as in the Quarto pages.
+    html = WRAPPER_TAB_STOP.sub(r"\1", html)
     out = build.site_dir / target
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")
