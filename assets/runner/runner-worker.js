@@ -83,17 +83,24 @@ def _course_run(source, limit_s):
         return json.dumps({"error": _course_format(exc)})
     return json.dumps({"error": None})
 
-def _course_summary(exc, filename):
-    """'第 N 行：<line>' of the last frame in filename, then 'Type: message', then where in the
-    student's code it failed when that is elsewhere."""
-    text = str(exc) if isinstance(exc, CourseTimeLimit) else type(exc).__name__ + (f": {exc}" if str(exc) else "")
+def _course_summary(exc, filename, note=None):
+    """Why it failed, reason first: an assertion's own message (else the exception's type and message),
+    then the note, then where in the student's own code it failed when it failed there. Never a line
+    number of the checks' code, which the student does not see: a bare assertion of a check is quoted."""
+    message = str(exc)
+    if isinstance(exc, CourseTimeLimit) or (isinstance(exc, AssertionError) and message):
+        text = message
+    else:
+        text = type(exc).__name__ + (f": {message}" if message else "")
+    if note:
+        text += "\n" + note
     frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if f.filename == "<你的代码>"]
     here = [f for f in frames if f.filename == filename]
-    if here:
-        text = f"第 {here[-1].lineno} 行：{(here[-1].line or '').strip()}\n{text}"
-    inner = [f for f in frames if f.filename == "<你的代码>"]
-    if inner and filename != "<你的代码>":
-        text += f"\n（出错位置：你的代码第 {inner[-1].lineno} 行：{(inner[-1].line or '').strip()}）"
+    if mine:
+        text += f"\n（出错位置：你的代码第 {mine[-1].lineno} 行：{(mine[-1].line or '').strip()}）"
+    elif here and isinstance(exc, AssertionError) and not message:
+        text += f"\n（不成立的检查：{(here[-1].line or '').strip()}）"
     return text
 
 def _course_same(a, b):
@@ -129,9 +136,8 @@ def _course_check(source, checks, limit_s, given=None):
     try:
         _course_exec(source, "<你的代码>", ns, limit_s)
     except BaseException as exc:
-        out["setup_error"] = _course_summary(exc, "<你的代码>")
-        if isinstance(exc, AssertionError) and not str(exc):
-            out["setup_error"] += "\n" + _COURSE_BARE_ASSERT
+        bare = isinstance(exc, AssertionError) and not str(exc)
+        out["setup_error"] = _course_summary(exc, "<你的代码>", _COURSE_BARE_ASSERT if bare else None)
     for check in checks:
         filename = f"<检查：{check['title']}>"
         names = list(check.get("own_run") or [])

@@ -28,7 +28,7 @@
 // <html data-course-runner-starting="true"> until Python is ready or has failed (then the event
 // "course-runner-started"), and <html data-course-runner-busy="true"> while a Run or Check is
 // pending (then "course-runner-idle", sent once the result has been painted). The CodeMirror editor
-// waits by them; MathJax does not (it starts at once, independent of Python: preview.html.j2).
+// waits by them, and so does MathJax's typesetting (preview.html.j2, assets/site/quarto-head.html).
 (() => {
   "use strict";
 
@@ -688,13 +688,17 @@
     }
 
     // Bring the results into view (a laptop screen ends near the editor's bottom) without moving
-    // the keyboard focus off the pressed button.
+    // the keyboard focus off the pressed button: the summary just below the toolbar at the highest, and
+    // low enough that the first reason (a failed check's message, or the code's own error) ends on screen.
     revealResults() {
       const box = this.checks.getBoundingClientRect();
-      const toolbar = this.toolbar.getBoundingClientRect();
-      if (box.top < toolbar.bottom || box.top > window.innerHeight - 80) {
-        window.scrollBy({ top: box.top - Math.max(toolbar.bottom, 0) - 8, behavior: "instant" });
-      }
+      const top = Math.max(this.toolbar.getBoundingClientRect().bottom, 0) + 8;
+      const reason = this.checks.querySelector(".cr-given-error, .cr-setup-error, .cr-fail .cr-message");
+      const bottom = (reason || this.checks.querySelector(".cr-summary") || this.checks)
+        .getBoundingClientRect().bottom + 16;
+      const by = box.top < top ? box.top - top
+        : bottom > window.innerHeight ? Math.min(box.top - top, bottom - window.innerHeight) : 0;
+      if (by) window.scrollBy({ top: by, behavior: "instant" });
     }
 
     reset() {

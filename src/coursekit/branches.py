@@ -36,6 +36,9 @@ _IMAGE_WITH_WIDTH = re.compile(r'!\[([^\]]*)\]\(([^)]+)\)\{width="([^"]+)"(?: fi
 # The exercise branch's level 4: where the answer is (the solution branch has the answer there).
 ANSWER_ELSEWHERE = ["完整答案（两处填空的写法）只在**参考答案版**里：",
                     "老师在作业截止后发布参考答案版的网站和 notebook。先用前三级提示自己完成，再用“检查”核对。"]
+# The solution branch's answer areas: a reader of the reference answers has nothing to write, so instead of an
+# empty box the question points to its reference answer.
+SOLUTION_ANSWER_NOTE = "*本题的参考答案在本页末尾的“参考答案”中。*"
 _BOLD = re.compile(r"\*\*([^*`\n]+?)\*\*")
 _LOCAL_IMG = re.compile(r'<img src="(?!data:|[a-z]+://)([^"]+)"')
 
@@ -65,6 +68,8 @@ def _qmd_nodes(lesson: Lesson, nodes: list[Node], branch: str) -> list[str]:
             out.extend(_qmd_hints(lesson, node, branch))
         elif node.has("reference-answer"):
             out.extend(_qmd_nodes(lesson, node.children, branch))
+        elif node.has("answer") and branch == "solution":
+            out.append(SOLUTION_ANSWER_NOTE)
         elif node.has("answer"):
             out.append(f'::: {{.course-answer data-answer-id="{node.attrs["id"]}"}}')
             out.extend(_qmd_nodes(lesson, node.children, branch))
@@ -196,6 +201,9 @@ class _NotebookBuilder:
             self.nodes(div.children)
 
     def answer(self, div: Div) -> None:
+        if self.target == "solution":
+            self.text.extend(["", SOLUTION_ANSWER_NOTE, ""])
+            return
         self.flush()
         answer_id = div.attrs["id"]
         prompt = _tidy("\n".join(div.text_lines()))

@@ -105,7 +105,7 @@ def write_folder(root: Path, entry: LessonEntry, out: Path) -> Path:
     readme = (STUDENT_FILES / README).read_text(encoding="utf-8")
     (folder / README).write_text(readme.format(title=entry.title, notebook=notebook),
                                  encoding="utf-8")
-    preview.build_preview(root, "exercise", folder / "site", lesson=entry.id)
+    preview.build_preview(root, "exercise", folder / "site", lesson=entry.id, notice=None)  # no maintainer's banner
     if found := find_secrets(folder, lesson):
         path, snippet = found[0]
         raise CourseError(f"{path}: the student bundle would hold '{snippet}' (an answer or a hidden test); "

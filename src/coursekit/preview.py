@@ -38,6 +38,7 @@ QUARTO_VERSION = "1.10.18"  # the Quarto the site is tested against (.github/wor
 NOTICE = (f"预览版：由 nbconvert 生成（未安装 Quarto），有导航、搜索、公式、图和代码运行器。完整的 Quarto 站点请安装 "
           f"Quarto {QUARTO_VERSION}（本站测试所用的版本）后运行 make site。")
 MATHJAX = Path("node_modules/mathjax/es5")
+WRAPPER_TAB_STOP = re.compile(r'(<div class="(?:jp-Cell-inputWrapper|[^"]*\bjp-OutputArea-output)"[^>]*?) tabindex="0"')
 MERMAID = Path("node_modules/mermaid/dist/mermaid.min.js")
 PYODIDE = Path("node_modules/pyodide")
 RUNNER_JS = Path("assets/runner/runner.js")
@@ -88,6 +89,7 @@ class Build:
     branch: Branch
     site_dir: Path
     lesson: str | None = None
+    notice: str | None = NOTICE  # the banner above each page; None: none (the student bundle's site)
     written: list[str] = field(default_factory=list)  # html pages written, relative to site_dir
 
     @cached_property
@@ -269,13 +271,15 @@ PREVIEW_STEPS = (
 )
 
 
-def build_preview(root: Path, branch: str, site_dir: Path | None = None, lesson: str | None = None) -> Path:
+def build_preview(root: Path, branch: str, site_dir: Path | None = None, lesson: str | None = None,
+                  notice: str | None = NOTICE) -> Path:
     """Build one branch's preview site (default folder: the branch's Quarto output-dir) for every lesson
-    of the course file, or for `lesson` (an id or slug) only; return the folder."""
+    of the course file, or for `lesson` (an id or slug) only, each page under `notice` (None: no banner);
+    return the folder."""
     if branch not in BRANCHES:
         raise CourseError(f"unknown branch {branch!r}; choose one of {', '.join(BRANCHES)}")
     spec = BRANCHES[branch]
-    build = Build(root=root, branch=spec, site_dir=site_dir or root / spec.out_dir, lesson=lesson)
+    build = Build(root=root, branch=spec, site_dir=site_dir or root / spec.out_dir, lesson=lesson, notice=notice)
     for step in PREVIEW_STEPS:
         step(build)
     return build.site_dir
@@ -287,7 +291,7 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: Les
     """Render one notebook with the preview template to site_dir/target (`runner`: the lesson whose
     exercise the page's runner runs, None for a page without one)."""
     root = "../" * target.count("/")
-    site = {"root": root, "title": build.course.title, "branch": build.branch.name, "notice": NOTICE,
+    site = {"root": root, "title": build.course.title, "branch": build.branch.name, "notice": build.notice,
             "nav": nav_links(build, target, root)}
     exporter = HTMLExporter(
         template_name="lab", template_file="preview.html.j2", extra_template_paths=[str(TEMPLATE_DIR)]
@@ -301,6 +305,9 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: Les
     if not (found and found_head):
         raise CourseError(f"{TEMPLATE_DIR / 'preview.html.j2'}: the page has no <html lang=...> or <head><meta "
                           "charset> to set")
+    # nbconvert makes every cell's input and output box a tab stop (~30 before the exercise): a box is one
+    # only while it scrolls (site.js marks those), as in the Quarto pages.
+    html = WRAPPER_TAB_STOP.sub(r"\1", html)
     out = build.site_dir / target
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html, encoding="utf-8")

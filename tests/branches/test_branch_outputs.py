@@ -8,7 +8,7 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from coursekit.branches import build_outputs, stale_outputs
+from coursekit.branches import SOLUTION_ANSWER_NOTE, build_outputs, stale_outputs
 from coursekit.lesson import parse_lesson
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,3 +116,24 @@ def test_bold_renders_in_commonmark(branch):
         if cell.cell_type == "markdown":
             html = re.sub(r"<code>.*?</code>|<pre>.*?</pre>", "", markdown2html_mistune(cell.source), flags=re.S)
             assert "**" not in html, cell.source[:80]
+
+
+@pytest.mark.parametrize("fmt", ["qmd", "ipynb"])
+def test_solution_page_speaks_to_readers_not_maintainers(fmt, outputs):
+    """The solution branch's reference heading says 参考答案 (not the internal "仅 answer 分支"), and its
+    questions point to their reference answers instead of showing empty "你的答案：" boxes; the exercise
+    branch keeps one answer box per question."""
+    def text(branch: str) -> str:
+        source = outputs[f"{branch}/lesson11_grpo.{fmt}"]
+        if fmt == "ipynb":
+            nb = nbformat.reads(source, 4)
+            boxes = sum("course-answer" in c.metadata.get("tags", []) for c in nb.cells)
+            return "\n".join(c.source for c in nb.cells) + f"\n<boxes {boxes}>"
+        return source + f"\n<boxes {source.count('.course-answer')}>"
+
+    questions = len(LESSON.reference_answers())
+    solution, exercise = text("solutions"), text("exercises")
+    assert "仅 answer 分支" not in solution and re.search(r"^#+ 参考答案$", solution, re.M)
+    assert "你的答案" not in solution and "<boxes 0>" in solution
+    assert solution.count(SOLUTION_ANSWER_NOTE) == questions
+    assert f"<boxes {questions}>" in exercise and SOLUTION_ANSWER_NOTE not in exercise

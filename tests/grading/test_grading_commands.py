@@ -86,8 +86,11 @@ def test_check_names_the_failing_check_and_exits_nonzero(released_course, tmp_pa
     assert main(["check", str(write_nb(tmp_path / "mine.ipynb", nb)), "--lesson", str(LESSON)]) == 1
     out = capsys.readouterr().out
     # the self-check says why, in the hidden tests' words (issue 25), before the given asserts fail bare
-    assert re.search(r"✗ 边界输入（1 分）：第 \d+ 行 `assert .*` 未通过（AssertionError: 本课约定用总体方差（除以 G），"
-                     r"不是样本方差（除以 G-1；verl 与 TRL 的 torch\.std 是样本方差", out), out
+    # reason first, no line of the check's code the student never sees (issue 33)
+    assert re.search(r"✗ 边界输入（1 分）：本课约定用总体方差（除以 G），不是样本方差（除以 G-1；verl 与 TRL 的 torch\.std 是样本方差",
+                     out), out
+    cited = re.findall(r"你的第 \d+ 个代码单元第 \d+ 行|第 \d+ 行", out)
+    assert cited and all(c.startswith("你的第") for c in cited), cited  # only the student's own lines
     # the cell stops before the aggregation lines, so the grader scores 0 there too (issue 12)
     assert "✗ 长度聚合与 GSPO（0.5 分，按你自己代码的运行结果计分）：未通过（你的代码没有算出 response_mean" in out
 

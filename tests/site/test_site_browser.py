@@ -243,7 +243,7 @@ def test_formulas_fit_their_column_and_the_diagram_keeps_legible_text(viewport, 
         context.close()
 
 
-@pytest.mark.parametrize("viewport", [(390, 844), (1366, 768)], ids=["phone", "laptop"])
+@pytest.mark.parametrize("viewport", [(390, 844), (1366, 768), (1280, 900)], ids=["phone", "laptop", "desktop"])
 def test_toolbar_stays_visible_while_editing_and_check_results_come_into_view(viewport, browser, site_urls) -> None:
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
     page = context.new_page()
@@ -265,6 +265,9 @@ def test_toolbar_stays_visible_while_editing_and_check_results_come_into_view(vi
         page.wait_for_selector(".cr-summary", timeout=60_000)
         top = settled_top(page, page.locator(".cr-summary"))
         assert 0 <= top < viewport[1] - 20, f"the results start below the fold: {top}"
+        # the first reason too (issue 33: at 1280x900 the summary showed, the reasons were below the fold)
+        reason = page.locator(".cr-given-error, .cr-setup-error, .cr-fail .cr-message").first.bounding_box()
+        assert reason["y"] + reason["height"] <= viewport[1], f"the first reason ends below the fold: {reason}"
         assert page.evaluate("document.activeElement.dataset.action") == "check"
     finally:
         context.close()
@@ -275,6 +278,13 @@ def test_keyboard_reaches_the_exercise_at_once_and_formulas_are_no_tab_stops(pag
     open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
     page.wait_for_selector(".cr-widget")
     assert page.locator("mjx-container[tabindex]:not([tabindex='-1'])").count() == 0
+    # no box is a tab stop before the exercise unless it scrolls (issue 33: nbconvert's ~30 cell wrappers)
+    stops = page.evaluate("""() => { const widget = document.querySelector('.cr-widget');
+        return [...document.querySelectorAll('main [tabindex]')]
+            .filter(e => e.tabIndex >= 0 && !e.closest('.cr-widget') && !('courseScrollStop' in e.dataset))
+            .filter(e => e.compareDocumentPosition(widget) & Node.DOCUMENT_POSITION_FOLLOWING)
+            .map(e => e.tagName + '.' + e.className); }""")
+    assert stops == [], stops
     page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.className") == "cr-skip-link"
     page.keyboard.press("Enter")  # focuses the code, which builds the editor if it is not built yet
@@ -299,3 +309,33 @@ def test_every_figure_has_alt_text_and_the_diagram_a_label(branch, page_and_log,
         .map(id => document.getElementById(id)).filter(Boolean).map(e => e.textContent).join(' ')""")
     assert "图 11-2" in labelled, labelled
     assert svg.get_attribute("role")
+
+
+PYTHON_FIRST_MS = 15_000  # preview.html.j2: the longest the formulas wait for the runner's Python
+
+
+def test_formulas_are_typeset_once_python_has_started(browser, site_urls) -> None:
+    """Typesetting waits for the runner's Python to start (issue 33: it competed with Pyodide's start for
+    the main thread and made the first Check 1.17-1.30x slower than a blank page's); then it comes."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.add_init_script("""new MutationObserver(() => {
+        const starting = document.documentElement.dataset.courseRunnerStarting;
+        if (starting === 'false' && window.__startedAt === undefined) window.__startedAt = performance.now();
+        if (document.querySelector('mjx-container') && window.__typesetAt === undefined)
+            window.__typesetAt = performance.now();
+    }).observe(document, { childList: true, subtree: true, attributes: true });""")
+    try:
+        page.goto(site_urls["exercise"] + LESSON_PAGE["exercise"])
+        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=90_000)
+        page.wait_for_selector("mjx-container", state="attached", timeout=30_000)
+        started, typeset = page.evaluate("[window.__startedAt, window.__typesetAt]")
+        # typeset after Python started, or (a machine so loaded that Python took longer) after the page's
+        # longest wait for it, 15 s
+        assert typeset >= started or typeset >= PYTHON_FIRST_MS, f"typeset at {typeset:.0f} ms, Python at {started:.0f}"
+        index = context.new_page()  # a page without the runner typesets at once
+        index.goto(site_urls["exercise"] + "index.html")
+        index.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        index.evaluate("() => MathJax.startup.promise")
+    finally:
+        context.close()

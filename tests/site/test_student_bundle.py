@@ -129,6 +129,49 @@ def test_the_self_check_gives_the_graders_chinese_reason_and_names_the_vetoed_gu
     assert "一票否决" in guard.stdout and "结果：3/3 项检查通过" in guard.stdout
 
 
+def test_the_self_check_gives_the_reason_first_and_cites_the_students_own_cell_and_line(unpacked):
+    """Issue 33: the reason comes first; the place cited is the student's own code cell and line as the
+    notebook shows them, never a line of the hidden self-check code."""
+    broken = "    std = math.sqrt(var) if len(rewards) < 50 else None[0]"
+    nb = filled(unpacked / NOTEBOOK, {"    std = math.sqrt(var)": broken})
+    code_cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    number = next(k for k, c in enumerate(code_cells, start=1) if broken in "".join(c["source"]))
+    line = "".join(code_cells[number - 1]["source"]).split("\n").index(broken) + 1
+    out = self_check(unpacked, nb).stdout
+    normal = re.split(r"\n  [✓✗]", out.split("✗ 正常输入：未通过\n", 1)[1])[0]
+    assert normal.strip().startswith("TypeError: 'NoneType' object is not subscriptable"), out
+    assert f"（出错位置：第 {number} 个代码格第 {line} 行：{broken.strip()}）" in normal, out
+    assert not re.search(r"第 \d+ 行：(assert|_got|_check)", out) and "你的代码第" not in out, out
+
+
+def test_site_only_instructions_work_without_lab_py(unpacked, tmp_path):
+    """A student who works in the web page never runs lab.py, so there is no work/ copy: the 使用说明's
+    self-check command for them checks the notebook the page's "下载 notebook" saved (named by student id)."""
+    readme = (unpacked / "使用说明.md").read_text(encoding="utf-8")
+    web = readme.split("**在网页里做的**")[1].split("**在 JupyterLab 里做的**")[0]
+    [command] = re.findall(r"^\s*python (check\.py \S+\.ipynb)$", web, re.M)
+    assert "work/" not in web
+    downloads = tmp_path / "Downloads"
+    downloads.mkdir()
+    (downloads / command.split()[1]).write_text(json.dumps(filled(unpacked / NOTEBOOK)), encoding="utf-8")
+    assert not (unpacked / "work").exists()
+    done = subprocess.run([SYSTEM_PYTHON, "-I", str(unpacked / "check.py"), command.split()[1]], cwd=downloads,
+                          env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "结果：3/3 项检查通过。" in done.stdout, done.stdout + done.stderr
+    bare = subprocess.run([SYSTEM_PYTHON, "-I", "check.py"], cwd=unpacked, env={"PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 2 and not bare.stdout and len(bare.stderr.strip().splitlines()) == 1
+    assert "lab.py" in bare.stderr and "下载" in bare.stderr, bare.stderr
+
+
+def test_the_offline_site_shows_no_maintainers_banner(unpacked):
+    pages = [p for p in (unpacked / "site").rglob("*.html")]
+    assert len(pages) >= 3
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "course-preview-notice" not in text and "make site" not in text and "预览版" not in text, page
+
+
 def test_the_offline_site_is_served_by_the_system_python_alone(unpacked):
     proc = subprocess.Popen([SYSTEM_PYTHON, "-I", "site.py", "--no-browser"], cwd=unpacked,
                             env={"PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE, text=True)

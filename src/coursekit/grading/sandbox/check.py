@@ -47,10 +47,14 @@ try:
     exec(compile({source!r}, {name!r}, "exec"), globals())
     _ck_result = {{"ok": True}}
 except BaseException as _ck_exc:
-    _ck_frames = [f.lineno for f in _ck_tb.extract_tb(_ck_exc.__traceback__) if f.filename == {name!r}]
+    _ck_tb_frames = _ck_tb.extract_tb(_ck_exc.__traceback__)
+    _ck_frames = [f.lineno for f in _ck_tb_frames if f.filename == {name!r}]
+    _ck_mine = [[int(f.filename[6:-1]), f.lineno] for f in _ck_tb_frames
+                if f.filename.startswith("<cell ") and int(f.filename[6:-1]) < {students}]
     _ck_error = (f"运行超过 {timeout} 秒，已停止" if isinstance(_ck_exc, KeyboardInterrupt)
                  else f"{{type(_ck_exc).__name__}}: {{_ck_exc}}".rstrip(": "))
-    _ck_result = {{"ok": False, "error": _ck_error, "line": _ck_frames[-1] if _ck_frames else None}}
+    _ck_result = {{"ok": False, "error": _ck_error, "line": _ck_frames[-1] if _ck_frames else None,
+                  "mine": _ck_mine[-1] if _ck_mine else None}}
 if _ck_result["ok"]:
     def _ck_same(a, b):
         try:
@@ -119,7 +123,8 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
                                                                 "display_name": "Python 3"}})
     cells = [(c.source, ()) for c in mine] + [(c.code, c.own_run) for c in checks]
     run_nb.cells = [nbformat.v4.new_code_cell(HARNESS.format(source=source, name=f"<cell {k}>", mark=MARK,
-                                                             own_run=list(own_run), timeout=timeout))
+                                                             own_run=list(own_run), timeout=timeout,
+                                                             students=len(mine)))
                     for k, (source, own_run) in enumerate(cells)]
     config = Config()
     config.SandboxExecute.timeout = timeout
@@ -132,13 +137,13 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
         report.ok = False
         report.lines.append(f"  ✗ 还有 {blanks} 处 {BLANK} 没有填写")
     cells_ok = True
-    for number, (cell, ran) in enumerate(zip(mine, run_nb.cells, strict=False), start=1):
+    for number, ran in enumerate(run_nb.cells[:len(mine)], start=1):
         result = _result(ran)
         if not result.get("ok"):
             report.ok = cells_ok = False
             why = BARE_ASSERT if result["error"] == "AssertionError" else ""
-            where = _where(cell.source, result)
-            report.lines.append(f"  ✗ 你的第 {number} 个代码单元{where}出错（{result['error']}）{why}")
+            report.lines.append(f"  ✗ 你的第 {number} 个代码单元出错：{result['error']}{why}"
+                                f"{_in_mine(mine, [number - 1, result.get('line')])}")
     if cells_ok and not blanks:
         report.lines.append(f"  ✓ 你的 {len(mine)} 个代码单元运行无误")
     gone = missing_given_checks(list(given), "\n".join(c.source for c in mine))
@@ -154,17 +159,31 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
             report.lines.append(f"  ✓ {head}：通过")
         else:
             report.ok = False
-            report.lines.append(f"  ✗ {head}：{_where(check.code, result)}未通过（{result['error']}）")
+            report.lines.append(f"  ✗ {head}：{_reason(check.code, result)}{_in_mine(mine, result.get('mine'))}")
     passed = sum(report.passed.values())
     report.lines.append(f"结果：{passed}/{len(checks)} 项可见检查通过"
                         + ("。" if report.ok else "；请修改后再运行 make check。"))
     return report
 
 
-def _where(source: str, result: dict) -> str:
-    if not result.get("line"):
+def _reason(check_code: str, result: dict) -> str:
+    """Why a check failed, reason first: an assertion's own message, else the error; a bare assertion of
+    the check is quoted (never by its line number in the check's code, which the student does not see)."""
+    error = result["error"]
+    if error.startswith("AssertionError: "):
+        return error.removeprefix("AssertionError: ")
+    if error == "AssertionError" and result.get("line"):
+        return f"未通过（不成立的检查：`{check_code.split(chr(10))[result['line'] - 1].strip()}`）"
+    return f"未通过（{error}）"
+
+
+def _in_mine(mine: list[nbformat.NotebookNode], where: list | None) -> str:
+    """"（出错位置：你的第 N 个代码单元第 L 行 `...`）" for [index in `mine`, line], or ""."""
+    if not where or where[1] is None:
         return ""
-    return f"第 {result['line']} 行 `{source.split(chr(10))[result['line'] - 1].strip()}` "
+    index, line = where
+    return (f"（出错位置：你的第 {index + 1} 个代码单元第 {line} 行 "
+            f"`{mine[index].source.split(chr(10))[line - 1].strip()}`）")
 
 
 def _result(cell: nbformat.NotebookNode) -> dict:
