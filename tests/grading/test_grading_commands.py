@@ -87,8 +87,8 @@ def test_check_names_the_failing_check_and_exits_nonzero(released_course, tmp_pa
     out = capsys.readouterr().out
     # the self-check says why, in the hidden tests' words (issue 25), before the given asserts fail bare
     # reason first, no line of the check's code the student never sees (issue 33)
-    assert re.search(r"✗ 边界输入（1 分）：本课约定用总体方差（除以 G），不是样本方差（除以 G-1；verl 与 TRL 的 torch\.std 是样本方差",
-                     out), out
+    assert re.search(r"✗ 边界输入（1 分）：本课约定用总体方差（除以 G），"
+                     r"不是样本方差（除以 G-1；verl 与 TRL 的 torch\.std 是样本方差", out), out
     cited = re.findall(r"你的第 \d+ 个代码单元第 \d+ 行|第 \d+ 行", out)
     assert cited and all(c.startswith("你的第") for c in cited), cited  # only the student's own lines
     # the cell stops before the aggregation lines, so the grader scores 0 there too (issue 12)

@@ -112,7 +112,8 @@ def test_wrong_variance_fails_with_the_graders_chinese_reason_and_the_own_run_it
     for check_id in ("normal", "boundary"):
         # the reason first, and no line number of the self-check code the student never sees (issue 33)
         reason = results[check_id][1].split("\n", 1)[1]  # after the title line
-        assert reason.startswith("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；verl 与 TRL 的 torch.std 是样本方差"), reason
+        assert reason.startswith("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
+                                 "verl 与 TRL 的 torch.std 是样本方差"), reason
         assert not re.search(r"第 \d+ 行", results[check_id][1]), results[check_id][1]
     assert "3 组检查中通过 0 组" in widget.page.inner_text(".cr-summary")
 
