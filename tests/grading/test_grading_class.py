@@ -31,7 +31,8 @@ def test_both_runs_finish_with_exit_status_zero(graded_class):
 
 def test_every_student_gets_exactly_one_row(graded_class):
     lines = graded_class.csv_first.strip().split("\n")
-    assert lines[0] == "student_id,normal,boundary,aggregation,auto_total,manual_total,total,max_score,passed,flags"
+    assert lines[0] == ("student_id,normal,boundary,aggregation,auto_total,manual_total,total,max_score,passed,flags,"
+                        "final_total,note")
     assert tuple(lines[0].split(",")) == report_columns(graded_class.course.rubric)
     assert len(lines) - 1 == len(graded_class.students)
     assert set(graded_class.rows) == set(graded_class.students)
