@@ -16,7 +16,7 @@ import pytest
 
 from coursekit.grading.judge.verdicts import read_observed
 from coursekit.grading.sandbox import kernel_side
-from coursekit.grading.sandbox.bubblewrap import HOME, SandboxKernelManager
+from coursekit.grading.sandbox.bubblewrap import HOME, Limits, SandboxKernelManager, memory_cgroup_usable
 from coursekit.grading.sandbox.executor import ARM_LINE
 
 NO_HOOK = '''import sys as _s
@@ -159,3 +159,57 @@ def test_sendmmsg_names_each_of_its_addresses_and_netlink_to_the_kernel_is_none(
         assert kernel_side._addresses(fd, (3, 0, 0, 0, 0, 0), 4, 5) == [None]  # no address
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------- issue 30, item 6: memory of a sandbox
+
+FORKED_HOGS = '''import os, time
+held = []
+for _ in range(5):  # each child writes HOG bytes (resident, not lazily mapped), then holds them 3 s
+    pid = os.fork()
+    if pid == 0:
+        try:
+            block = b"\\1" * HOG
+        except MemoryError:
+            os._exit(2)
+        time.sleep(3)
+        os._exit(0)
+    held.append(pid)
+statuses = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in held]
+print("SEEN" + repr(statuses))
+'''
+HOG = int(0.7 * (1 << 30))
+
+
+async def _run_hogs(limits) -> tuple[list[int], int]:
+    km = SandboxKernelManager(kernel_name="python3")
+    km.limits = limits
+    await km.start_kernel(extra_arguments=[f"--IPKernelApp.exec_lines={[ARM_LINE]!r}"])
+    kc = km.client()
+    kc.start_channels()
+    seen = []
+
+    def output(msg):
+        if msg["msg_type"] == "stream" and "SEEN" in msg["content"]["text"]:
+            seen.extend(eval(msg["content"]["text"].split("SEEN", 1)[1]))  # noqa: S307 - our own list of ints
+    try:
+        await kc.wait_for_ready(timeout=60)
+        await kc.execute_interactive(FORKED_HOGS.replace("HOG", str(HOG)), timeout=120, output_hook=output)
+        return seen, km.memory.processes_ended() if km.memory is not None else 0
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+        km.remove_socket_dir()
+
+
+@pytest.mark.skipif(not memory_cgroup_usable(), reason="needs a writable cgroup v1 memory controller (root)")
+def test_five_forked_children_of_0_7_gib_share_one_sandbox_limit():
+    """Each child is under the per-process cap (2 GiB of address space); together they would hold
+    3.5 GiB. The sandbox's memory cgroup (2.5 GiB for all its processes) ends some of them: the real
+    kernel's OOM killer in a v1 memory cgroup, counted in its memory.oom_control."""
+    with ThreadPoolExecutor(1) as thread:
+        statuses, ended = thread.submit(asyncio.run, _run_hogs(Limits())).result()
+    assert len(statuses) == 5, statuses
+    held = statuses.count(0)
+    assert held * HOG < Limits().sandbox_memory and held < 5, statuses
+    assert ended >= 1 and statuses.count(-9) >= 1, (statuses, ended)

@@ -444,7 +444,12 @@ class SandboxExecute(Execute):
             for pid in survivors:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+        ended = manager.memory.processes_ended() if manager.memory is not None else 0
         manager.remove_socket_dir()
+        if ended:  # the sandbox's processes together reached its memory cgroup's limit
+            self.findings.setdefault(OVER_BUDGET, []).append(
+                f"sandbox memory: {ended} process(es) ended at {manager.limits.sandbox_memory / GIB:g} GiB "
+                "for all its processes together")
         if survivors:
             self.findings.setdefault("sandbox_violation", []).append(
                 f"processes outlived the sandbox: {len(survivors)}, killed")

@@ -850,6 +850,9 @@ def _supervise(listener: int, done: int, observed: int, host_proc: int, request:
 def _in_sandbox(request: dict, reply: int) -> None:
     """The kernel's process, just forked inside the sandbox: shed all the zygote gave it, then start."""
     config = request["config"]
+    if request.get("cgroup_fd") is not None:  # the sandbox's memory cgroup, before anything is allocated
+        os.write(request["cgroup_fd"], b"0")  # "0": the writing process
+        os.close(request["cgroup_fd"])
     probe = bool(config.get("probe"))
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
@@ -893,6 +896,8 @@ def _enter(request: dict, reply: int) -> None:
     answer the zygote, wait for the kernel, then kill the sandbox's init (see REAPER)."""
     watching = bool(request["config"].get("seccomp"))
     try:
+        if request.get("cgroup"):  # opened on the host, written by the kernel itself (_in_sandbox)
+            request["cgroup_fd"] = os.open(request["cgroup"], os.O_WRONLY | os.O_CLOEXEC)
         if watching:  # opened before joining: the grader's file and /proc, outside the sandbox
             observed = os.open(request["observed"], os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
             host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -908,6 +913,8 @@ def _enter(request: dict, reply: int) -> None:
             _in_sandbox(request, reply)
         finally:
             os._exit(1)
+    if request.get("cgroup_fd") is not None:
+        os.close(request["cgroup_fd"])
     listener = None
     if watching:
         theirs.close()
