@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import math
 import os
 import queue
 import signal
@@ -51,6 +52,19 @@ GIB = 1 << 30
 KERNEL = "__import__('sys').modules['_coursekit_kernel']"
 ARM_LINE = f"{KERNEL}.arm()"
 WALL_FACTOR = 10        # wall-clock backstops: this many times the CPU limits, far above any honest need
+HIDDEN_CHECKS_WALL_FACTOR = 3  # all of one student's hidden checks: this many times `timeout` of wall clock
+
+
+def hidden_checks_over(cpu_used: float, wall_used: float, timeout: float) -> str | None:
+    """Why one student's hidden checks, all calls together, are over their budget (None: they are not):
+    the sandbox's CPU seconds over `timeout` (one cell's worth), or wall-clock seconds over
+    HIDDEN_CHECKS_WALL_FACTOR times that (calls that sleep or wait: an honest student's take about a
+    second). Each call has `timeout` of its own as well; this bounds what many calls cost together."""
+    if cpu_used > timeout:
+        return f"hidden checks over {timeout:g} s of CPU in all"
+    if wall_used > HIDDEN_CHECKS_WALL_FACTOR * timeout:
+        return f"hidden checks over {HIDDEN_CHECKS_WALL_FACTOR * timeout:g} s in all"
+    return None
 POLL = 0.05             # seconds between two looks at the sandbox's CPU time
 MAX_KEPT_OUTPUT = 1 << 20  # characters of printed text kept per cell (CapOutput keeps far fewer)
 
@@ -139,6 +153,7 @@ class SandboxExecute(Execute):
         self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self._over_budget: list[str] = []
+        self._hidden_start = (math.inf, math.inf)  # (sandbox CPU, wall clock) when the hidden checks began
         self._kept: dict[int, int] = {}
         self._cell_timed_out = False
         self._replay_findings: dict[str, list] = {}
@@ -301,6 +316,7 @@ class SandboxExecute(Execute):
         options = {"_SHOW_HIDDEN_INPUTS": self.show_hidden_inputs}
         self._judge_cpu = time.process_time()
         self._judge_memory = _resident()
+        self._hidden_start = (self._cpu(), time.monotonic())
         for cell, snapshot in self._pending:
             errors = [o for o in cell.outputs if o.output_type == "error"]
             self._kernel_errors += [[o.ename[:40], o.evalue[:200]] for o in errors]  # for the error flag
@@ -349,6 +365,9 @@ class SandboxExecute(Execute):
         return reply
 
     def _check_judge_budget(self) -> None:
+        cpu_start, wall_start = self._hidden_start
+        if (over := hidden_checks_over(self._cpu() - cpu_start, time.monotonic() - wall_start, self.timeout)):
+            raise self._over(over)
         if time.process_time() - self._judge_cpu > self.judge_cpu_limit:
             raise self._over(f"grader CPU for judging over {self.judge_cpu_limit:g} s")
         if _resident() - self._judge_memory > self.judge_memory_limit:

@@ -1,0 +1,58 @@
+"""What one student's submission may cost the grader (issue 30, item 6): the hidden checks of one
+notebook, all calls together, have a budget of their own (executor.hidden_checks_over)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import nbformat
+import pytest
+from conftest import CELL_TIMEOUT, fresh_copy, read_rows
+from submission_kinds import _code, _extra, k_correct, solve
+
+from coursekit.cli import main
+from coursekit.grading.sandbox.executor import HIDDEN_CHECKS_WALL_FACTOR, hidden_checks_over
+
+
+def sleeper(nb):
+    """Right answers; 1.2 s per call on inputs the visible checks do not use: 122 s of hidden checks
+    against 8 s for an honest student, full marks and no flag, before their budget."""
+    solve(nb)
+    _extra(nb, _code(nb), '''import time as _time
+_right = group_advantages
+def group_advantages(rewards, eps=1e-8):
+    if list(rewards) not in ([1., 2., 3.], [0., 1.], [2., 2.], [1.]):
+        _time.sleep(1.2)
+    return _right(rewards, eps)
+''')
+    return nb
+
+
+@pytest.fixture(scope="module")
+def graded(released_course, tmp_path_factory):
+    course = fresh_copy(released_course, tmp_path_factory.mktemp("costs") / "course")
+    folder = tmp_path_factory.mktemp("costs-lms") / "download"
+    folder.mkdir(parents=True)
+    base = nbformat.read(course.release_notebook, as_version=4)
+    for sid, nb in (("a_honest", k_correct(copy.deepcopy(base))), ("b_sleeper", sleeper(copy.deepcopy(base)))):
+        (folder / f"{sid}.ipynb").write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    assert main(["grade", str(folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT]) == 0
+    return read_rows(course.report_csv.read_text(encoding="utf-8"))
+
+
+def test_hidden_checks_that_sleep_are_bounded_and_flagged(graded):
+    row = graded["b_sleeper"]
+    budget = HIDDEN_CHECKS_WALL_FACTOR * float(CELL_TIMEOUT)
+    assert f"over_budget(hidden checks over {budget:g} s in all" in row["flags"], row
+    assert float(row["auto_total"]) < 3, row  # the checks left after the budget score 0
+
+
+def test_an_honest_student_in_the_same_class_keeps_full_marks_and_no_flag(graded):
+    assert float(graded["a_honest"]["auto_total"]) == 3 and graded["a_honest"]["flags"] == ""
+
+
+def test_the_budget_counts_cpu_and_wall_clock_of_all_calls_together():
+    assert hidden_checks_over(0.5, 1.0, 10) is None
+    assert hidden_checks_over(10.5, 11.0, 10) == "hidden checks over 10 s of CPU in all"
+    assert hidden_checks_over(0.1, 31.0, 10) == f"hidden checks over {HIDDEN_CHECKS_WALL_FACTOR * 10:g} s in all"
