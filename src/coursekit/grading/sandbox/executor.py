@@ -153,6 +153,7 @@ class SandboxExecute(Execute):
         self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self._over_budget: list[str] = []
+        self._patched_seen: list[str] = []  # changes seen before a test cell (_keep_patched)
         self._hidden_start = (math.inf, math.inf)  # (sandbox CPU, wall clock) when the hidden checks began
         self._kept: dict[int, int] = {}
         self._cell_timed_out = False
@@ -286,6 +287,7 @@ class SandboxExecute(Execute):
                 super().preprocess_cell(cell, resources, index)
             else:
                 snapshot = self.ask("snapshot")  # the student's names as this cell finds them
+                self._keep_patched()
                 source = cell.source
                 cell.source = visible_test_code(test)  # the kernel never receives hidden test text
                 try:
@@ -421,6 +423,17 @@ class SandboxExecute(Execute):
 
     # ---- what the kernel and its sandbox recorded
 
+    def _keep_patched(self) -> None:
+        """What the student's code had changed (builtins, watched modules, hooks) as a test cell is about
+        to run, kept here, on the grader's side: a later cell that puts things back erases nothing."""
+        try:
+            report = self.ask("report")
+        except trusted.GraderAbort:
+            return  # the helpers themselves changed: record_run's report says so
+        patched = report.get("patched") if isinstance(report, dict) else None
+        if isinstance(patched, list):
+            self._patched_seen.extend(p for p in patched[:20] if isinstance(p, str) and p not in self._patched_seen)
+
     def record_run(self, manager: SandboxKernelManager, started: int) -> dict[str, list]:
         """The records of the notebook's run, taken before the hidden checks: the supervisor's (outside
         the kernel: kept even when the kernel died), the kernel's own report when it is alive, the
@@ -432,6 +445,10 @@ class SandboxExecute(Execute):
             except trusted.GraderAbort:
                 tampered = True
         left = len(manager.sandbox_processes()) - started if manager.sandboxed and manager.has_kernel else 0
+        if self._patched_seen:
+            report = dict(report) if isinstance(report, dict) else {}
+            now = report.get("patched") if isinstance(report.get("patched"), list) else []
+            report["patched"] = self._patched_seen + [p for p in now if p not in self._patched_seen]
         return findings_from(observed=read_observed(manager.observed), report=report, tampered=tampered,
                              processes_left=left, active_content=any(has_active_content(c) for c in self.nb.cells),
                              kernel_errors=[])
