@@ -101,18 +101,21 @@ def test_an_honest_kernel_leaves_no_record(honest):
 
 # ---------------------------------------------------------------- the rules themselves (no sandbox)
 
-PYTHON = ["/tmp/课程 kit/.venv", "/root/.pyenv/versions/3.11.7", "/usr/lib", "/etc/ld.so.cache"]
+PYTHON = ["/tmp/课程 kit (nowhere)/.venv", "/root/.pyenv/versions/3.11.7", "/usr/lib", "/etc/ld.so.cache"]
 SCRATCH = ["/tmp", HOME]
 ALLOWED = PYTHON + ["/usr", "/proc", "/dev", "/sys", "/etc"] + SCRATCH
+IMPORTS = ("/tmp/课程 kit (nowhere)/src",)  # an editable install's source folder: on the import path, not in the sandbox
 
 
 @pytest.mark.parametrize("path, recorded", [
     # a checkout under the temp folder: its venv is the environment, not a scratch folder (item 8)
-    ("/tmp/课程 kit/.venv/etc/ipython/startup", False),
-    ("/tmp/课程 kit/.venv/lib/python3.12/site-packages/nothing_here/x.py", False),
+    ("/tmp/课程 kit (nowhere)/.venv/etc/ipython/startup", False),
+    ("/tmp/课程 kit (nowhere)/.venv/lib/python3.12/site-packages/nothing_here/x.py", False),
     # the folders bwrap made to hold it, and the checkout's other files, are a guess at the host's
-    ("/tmp/课程 kit/autograder/gradebook.db", True),
-    ("/tmp/课程 kit/README.md", True),
+    ("/tmp/课程 kit (nowhere)/autograder/gradebook.db", True),
+    ("/tmp/课程 kit (nowhere)/README.md", True),
+    ("/tmp/课程 kit (nowhere)/src", False),  # importlib lists the folders of the import path
+    ("/tmp/课程 kit (nowhere)/src/coursekit/grading/grade.py", True),
     ("/tmp/mine.txt", False),
     ("/tmp/no-such-folder/gradebook.db", True),
     ("/srv/course/gradebook.db", True),
@@ -125,7 +128,7 @@ ALLOWED = PYTHON + ["/usr", "/proc", "/dev", "/sys", "/etc"] + SCRATCH
     ("/root/.pyenv/versions/3.11.7/lib/python3.11/sqlite3/__init__.py", False), ("/root/.bashrc", True),
 ])
 def test_what_a_file_syscall_leaves_as_a_record(path, recorded):
-    record = kernel_side._observed("file", path, PYTHON, ALLOWED, SCRATCH, HOME, own=("2",))
+    record = kernel_side._observed("file", path, PYTHON, ALLOWED, SCRATCH, HOME, own=("2",), imports=IMPORTS)
     assert (record is not None) == recorded, (path, record)
 
 

@@ -713,16 +713,17 @@ def _secret(full: str, own: tuple[str, ...]) -> bool:
 
 
 def _observed(kind: str, detail: str, python: list[str], allowed: list[str], scratch: list[str], cwd: str,
-              own: tuple[str, ...] = ()) -> str | None:
+              own: tuple[str, ...] = (), imports: tuple[str, ...] = ()) -> str | None:
     """The record of one watched syscall, or None when it only touched what the sandbox gives Python
-    (`python`: its environment and import path, wherever installed, under /tmp or /root too; the
-    `allowed` trees; the scratch folders). Recorded even under an allowed tree: a host secret
+    (`python`: its environment, wherever installed, under /tmp or /root too; `imports`: the folders of
+    the import path themselves, which importlib lists, e.g. an editable install's source folder, not
+    in the sandbox; the `allowed` trees; the scratch folders). Recorded even under an allowed tree: a host secret
     (`_secret`). In a scratch folder, recorded: a path in a folder that does not exist there (a guess
     at the grader's files, /tmp/...), or in a folder bwrap made only to hold the environment's mount
     point (a checkout under /tmp: a guess at its other files)."""
     if kind in ("file", "network") and (kind == "file" or detail.startswith("/")):
         full = os.path.normpath(os.path.join(cwd, detail))
-        if not _outside_all(full, python):
+        if not _outside_all(full, python) or full in imports:
             return None
         if kind == "file" and _secret(full, own):
             return full
@@ -752,7 +753,7 @@ def _own_pids(host_proc: int, pid: int) -> tuple[str, ...]:
 
 
 def _records(host_proc: int, pid: int, args: tuple, watched: list, python: list[str], allowed: list[str],
-             scratch: list[str]) -> list[str]:
+             scratch: list[str], imports: tuple[str, ...] = ()) -> list[str]:
     """The records of one watched syscall of process `pid` (its memory read through /proc/PID/mem)."""
     kind, argument, extra = watched
     mem = os.open(f"{pid}/mem", os.O_RDONLY, dir_fd=host_proc)
@@ -767,7 +768,7 @@ def _records(host_proc: int, pid: int, args: tuple, watched: list, python: list[
     for detail in details:
         folder = _folder(host_proc, pid, args, extra if kind != "network" else -1, detail)
         own = _own_pids(host_proc, pid) if detail.startswith("/proc") or folder.startswith("/proc") else ()
-        record = _observed(kind, detail, python, allowed, scratch, folder, own)
+        record = _observed(kind, detail, python, allowed, scratch, folder, own, imports)
         if record is not None:
             records.append(record)
     return records
@@ -799,7 +800,8 @@ def _supervise(listener: int, done: int, observed: int, host_proc: int, request:
 
     config = request["config"]
     watched = {int(k): v for k, v in config["seccomp"]["watched"].items()}  # nr -> [kind, argument, extra]
-    python = config["python"] + [p for p in sys.path if p.startswith("/")]
+    python = config["python"]
+    imports = tuple(p for p in sys.path if p.startswith("/"))
     # and /etc, which C libraries read for their settings (fonts, names, time zone): the sandbox has none of it
     allowed = config["allowed"] + [config.get("tmp", "/tmp"), "/etc"]
     scratch = [config.get("tmp", "/tmp"), request["cwd"]]
@@ -828,7 +830,7 @@ def _supervise(listener: int, done: int, observed: int, host_proc: int, request:
             kind = watched.get(nr, ["other", -1, -1])[0]
             try:
                 records = _records(host_proc, pid, args, watched.get(nr, ["other", 0, -1]), python, allowed,
-                                   scratch)
+                                   scratch, imports)
             except (OSError, IndexError):
                 records = []
             # answered before anything is written: the syscall itself runs as if unwatched
