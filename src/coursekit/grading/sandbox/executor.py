@@ -52,14 +52,16 @@ GIB = 1 << 30
 KERNEL = "__import__('sys').modules['_coursekit_kernel']"
 ARM_LINE = f"{KERNEL}.arm()"
 WALL_FACTOR = 10        # wall-clock backstops: this many times the CPU limits, far above any honest need
-HIDDEN_CHECKS_WALL_FACTOR = 3  # all of one student's hidden checks: this many times `timeout` of wall clock
+HIDDEN_CHECKS_WALL_FACTOR = WALL_FACTOR  # all of one student's hidden checks: this many times `timeout` of
+# wall clock, like every wall-clock backstop here (with 3, an honest student's checks went over it on a busy machine)
 
 
 def hidden_checks_over(cpu_used: float, wall_used: float, timeout: float) -> str | None:
     """Why one student's hidden checks, all calls together, are over their budget (None: they are not):
     the sandbox's CPU seconds over `timeout` (one cell's worth), or wall-clock seconds over
     HIDDEN_CHECKS_WALL_FACTOR times that (calls that sleep or wait: an honest student's take about a
-    second). Each call has `timeout` of its own as well; this bounds what many calls cost together."""
+    second on an idle machine). Each call has `timeout` of its own as well; this bounds what many calls
+    cost together."""
     if cpu_used > timeout:
         return f"hidden checks over {timeout:g} s of CPU in all"
     if wall_used > HIDDEN_CHECKS_WALL_FACTOR * timeout:
@@ -367,13 +369,13 @@ class SandboxExecute(Execute):
         return reply
 
     def _check_judge_budget(self) -> None:
-        cpu_start, wall_start = self._hidden_start
-        if (over := hidden_checks_over(self._cpu() - cpu_start, time.monotonic() - wall_start, self.timeout)):
-            raise self._over(over)
         if time.process_time() - self._judge_cpu > self.judge_cpu_limit:
             raise self._over(f"grader CPU for judging over {self.judge_cpu_limit:g} s")
         if _resident() - self._judge_memory > self.judge_memory_limit:
             raise self._over(f"grader memory for judging over {self.judge_memory_limit >> 20} MB")
+        cpu_start, wall_start = self._hidden_start
+        if (over := hidden_checks_over(self._cpu() - cpu_start, time.monotonic() - wall_start, self.timeout)):
+            raise self._over(over)
 
     def ask(self, helper: str, args: list | None = None) -> dict:
         """Call a kernel_side helper (kernel_side.REQUEST); return its JSON reply, read within the budgets
