@@ -104,7 +104,8 @@ def test_an_honest_kernel_leaves_no_record(honest):
 PYTHON = ["/tmp/课程 kit (nowhere)/.venv", "/root/.pyenv/versions/3.11.7", "/usr/lib", "/etc/ld.so.cache"]
 SCRATCH = ["/tmp", HOME]
 ALLOWED = PYTHON + ["/usr", "/proc", "/dev", "/sys", "/etc"] + SCRATCH
-IMPORTS = ("/tmp/课程 kit (nowhere)/src",)  # an editable install's source folder: on the import path, not in the sandbox
+# an editable install's source folder: on the import path, not in the sandbox
+IMPORTS = ("/tmp/课程 kit (nowhere)/src",)
 
 
 @pytest.mark.parametrize("path, recorded", [
