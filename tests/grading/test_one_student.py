@@ -19,13 +19,14 @@ from coursekit.grading.sandbox.executor import HIDDEN_CHECKS_WALL_FACTOR, hidden
 
 
 def sleeper(nb):
-    """Right answers; 1.2 s per call on inputs the visible checks do not use: 122 s of hidden checks
-    against 8 s for an honest student, full marks and no flag, before their budget."""
+    """Right answers; 1.2 s per call of the hidden checks (called by the grader's helper, not from a
+    cell): 122 s of hidden checks against 8 s for an honest student, full marks and no flag, before
+    their budget."""
     solve(nb)
-    _extra(nb, _code(nb), '''import time as _time
+    _extra(nb, _code(nb), '''import sys as _sys, time as _time
 _right = group_advantages
 def group_advantages(rewards, eps=1e-8):
-    if list(rewards) not in ([1., 2., 3.], [0., 1.], [2., 2.], [1.]):
+    if _sys._getframe(1).f_code.co_name == "call":
         _time.sleep(1.2)
     return _right(rewards, eps)
 ''')
@@ -59,6 +60,7 @@ def test_hidden_checks_that_sleep_are_bounded_and_flagged(graded):
     budget = HIDDEN_CHECKS_WALL_FACTOR * float(CELL_TIMEOUT)
     assert f"over_budget(hidden checks over {budget:g} s in all" in row["flags"], row
     assert float(row["auto_total"]) < 3, row  # the checks left after the budget score 0
+    assert "timeout" not in row["flags"], row  # no single call, no cell went over its own limits
 
 
 def test_an_honest_student_in_the_same_class_keeps_full_marks_and_no_flag(graded):
@@ -68,7 +70,9 @@ def test_an_honest_student_in_the_same_class_keeps_full_marks_and_no_flag(graded
 def test_the_budget_counts_cpu_and_wall_clock_of_all_calls_together():
     assert hidden_checks_over(0.5, 1.0, 10) is None
     assert hidden_checks_over(10.5, 11.0, 10) == "hidden checks over 10 s of CPU in all"
-    assert hidden_checks_over(0.1, 31.0, 10) == f"hidden checks over {HIDDEN_CHECKS_WALL_FACTOR * 10:g} s in all"
+    assert hidden_checks_over(0.1, HIDDEN_CHECKS_WALL_FACTOR * 10 - 1, 10) is None
+    assert hidden_checks_over(0.1, HIDDEN_CHECKS_WALL_FACTOR * 10 + 1, 10) == \
+        f"hidden checks over {HIDDEN_CHECKS_WALL_FACTOR * 10:g} s in all"
 
 
 def test_a_patch_put_back_after_the_test_cells_is_still_flagged(graded):
