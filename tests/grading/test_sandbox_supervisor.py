@@ -16,7 +16,7 @@ import pytest
 
 from coursekit.grading.judge.verdicts import read_observed
 from coursekit.grading.sandbox import kernel_side
-from coursekit.grading.sandbox.bubblewrap import HOME, SandboxKernelManager
+from coursekit.grading.sandbox.bubblewrap import HOME, Limits, SandboxKernelManager, memory_cgroup_usable
 from coursekit.grading.sandbox.executor import ARM_LINE
 
 NO_HOOK = '''import sys as _s
@@ -101,18 +101,22 @@ def test_an_honest_kernel_leaves_no_record(honest):
 
 # ---------------------------------------------------------------- the rules themselves (no sandbox)
 
-PYTHON = ["/tmp/课程 kit/.venv", "/root/.pyenv/versions/3.11.7", "/usr/lib", "/etc/ld.so.cache"]
+PYTHON = ["/tmp/课程 kit (nowhere)/.venv", "/root/.pyenv/versions/3.11.7", "/usr/lib", "/etc/ld.so.cache"]
 SCRATCH = ["/tmp", HOME]
 ALLOWED = PYTHON + ["/usr", "/proc", "/dev", "/sys", "/etc"] + SCRATCH
+# an editable install's source folder: on the import path, not in the sandbox
+IMPORTS = ("/tmp/课程 kit (nowhere)/src",)
 
 
 @pytest.mark.parametrize("path, recorded", [
     # a checkout under the temp folder: its venv is the environment, not a scratch folder (item 8)
-    ("/tmp/课程 kit/.venv/etc/ipython/startup", False),
-    ("/tmp/课程 kit/.venv/lib/python3.12/site-packages/nothing_here/x.py", False),
+    ("/tmp/课程 kit (nowhere)/.venv/etc/ipython/startup", False),
+    ("/tmp/课程 kit (nowhere)/.venv/lib/python3.12/site-packages/nothing_here/x.py", False),
     # the folders bwrap made to hold it, and the checkout's other files, are a guess at the host's
-    ("/tmp/课程 kit/autograder/gradebook.db", True),
-    ("/tmp/课程 kit/README.md", True),
+    ("/tmp/课程 kit (nowhere)/autograder/gradebook.db", True),
+    ("/tmp/课程 kit (nowhere)/README.md", True),
+    ("/tmp/课程 kit (nowhere)/src", False),  # importlib lists the folders of the import path
+    ("/tmp/课程 kit (nowhere)/src/coursekit/grading/grade.py", True),
     ("/tmp/mine.txt", False),
     ("/tmp/no-such-folder/gradebook.db", True),
     ("/srv/course/gradebook.db", True),
@@ -125,7 +129,7 @@ ALLOWED = PYTHON + ["/usr", "/proc", "/dev", "/sys", "/etc"] + SCRATCH
     ("/root/.pyenv/versions/3.11.7/lib/python3.11/sqlite3/__init__.py", False), ("/root/.bashrc", True),
 ])
 def test_what_a_file_syscall_leaves_as_a_record(path, recorded):
-    record = kernel_side._observed("file", path, PYTHON, ALLOWED, SCRATCH, HOME, own=("2",))
+    record = kernel_side._observed("file", path, PYTHON, ALLOWED, SCRATCH, HOME, own=("2",), imports=IMPORTS)
     assert (record is not None) == recorded, (path, record)
 
 
@@ -159,3 +163,57 @@ def test_sendmmsg_names_each_of_its_addresses_and_netlink_to_the_kernel_is_none(
         assert kernel_side._addresses(fd, (3, 0, 0, 0, 0, 0), 4, 5) == [None]  # no address
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------- issue 30, item 6: memory of a sandbox
+
+FORKED_HOGS = '''import os, time
+held = []
+for _ in range(5):  # each child writes HOG bytes (resident, not lazily mapped), then holds them 3 s
+    pid = os.fork()
+    if pid == 0:
+        try:
+            block = b"\\1" * HOG
+        except MemoryError:
+            os._exit(2)
+        time.sleep(3)
+        os._exit(0)
+    held.append(pid)
+statuses = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in held]
+print("SEEN" + repr(statuses))
+'''
+HOG = int(0.7 * (1 << 30))
+
+
+async def _run_hogs(limits) -> tuple[list[int], int]:
+    km = SandboxKernelManager(kernel_name="python3")
+    km.limits = limits
+    await km.start_kernel(extra_arguments=[f"--IPKernelApp.exec_lines={[ARM_LINE]!r}"])
+    kc = km.client()
+    kc.start_channels()
+    seen = []
+
+    def output(msg):
+        if msg["msg_type"] == "stream" and "SEEN" in msg["content"]["text"]:
+            seen.extend(eval(msg["content"]["text"].split("SEEN", 1)[1]))  # noqa: S307 - our own list of ints
+    try:
+        await kc.wait_for_ready(timeout=60)
+        await kc.execute_interactive(FORKED_HOGS.replace("HOG", str(HOG)), timeout=120, output_hook=output)
+        return seen, km.memory.processes_ended() if km.memory is not None else 0
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+        km.remove_socket_dir()
+
+
+@pytest.mark.skipif(not memory_cgroup_usable(), reason="needs a writable cgroup v1 memory controller (root)")
+def test_five_forked_children_of_0_7_gib_share_one_sandbox_limit():
+    """Each child is under the per-process cap (2 GiB of address space); together they would hold
+    3.5 GiB. The sandbox's memory cgroup (2.5 GiB for all its processes) ends some of them: the real
+    kernel's OOM killer in a v1 memory cgroup, counted in its memory.oom_control."""
+    with ThreadPoolExecutor(1) as thread:
+        statuses, ended = thread.submit(asyncio.run, _run_hogs(Limits())).result()
+    assert len(statuses) == 5, statuses
+    held = statuses.count(0)
+    assert held * HOG < Limits().sandbox_memory and held < 5, statuses
+    assert ended >= 1 and statuses.count(-9) >= 1, (statuses, ended)

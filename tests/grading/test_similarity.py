@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
+import tracemalloc
 
 import pytest
 from answer_texts import CLASSMATE_EDITED, EDITED, INDEPENDENT, PARAPHRASED, QUESTIONS, references, site_text
@@ -114,3 +115,59 @@ def test_candidate_probability_at_the_thresholds():
     about that of two independent answers (docs/copy_check.md)."""
     assert 1 - S.candidate_probability(S.PAIR_THRESHOLD) < 1e-3 and 1 - S.candidate_probability(0.13) < 1e-5
     assert S.candidate_probability(0.005) < 0.02
+
+
+# ---------------------------------------------------------------- issue 30: invisible padding, long answers
+
+INVISIBLE = {
+    "hangul_filler": "\u1160", "hangul_choseong_filler": "\u115f", "hangul_compat_filler": "\u3164",
+    "halfwidth_hangul_filler": "\uffa0", "zero_width_space": "\u200b", "zero_width_joiner": "\u200d",
+    "word_joiner": "\u2060", "soft_hyphen": "\u00ad", "variation_selector": "\ufe0f",
+    "combining_grapheme_joiner": "\u034f", "combining_dot": "\u0307", "tag_space": "\U000e0020",
+}
+
+
+@pytest.mark.parametrize("name", INVISIBLE)
+@pytest.mark.parametrize("qid", QUESTIONS)
+def test_a_reference_padded_with_an_invisible_character_is_still_the_reference(qid, name):
+    """Issue 30, item 5: the reference with an invisible character after every letter shows as the
+    reference (U+1160, a Hangul filler, is a letter for Unicode: it was kept and hid the copy)."""
+    padded = "".join(ch + INVISIBLE[name] for ch in site_text(REFS[qid]))
+    assert reference_score(padded, qid) >= 0.8
+    flags = S.copy_flags({"s1": {qid: padded}, "s2": {qid: INDEPENDENT[qid][0]}}, {qid: REFS[qid]})
+    assert S.COPIED_REFERENCE in " ".join(flags.get("s1", [])) and "s2" not in flags
+
+
+def test_accented_and_decomposed_spellings_compare_alike():
+    assert S.normalize("Cafe\u0301 déjà") == S.normalize("café deja") == "cafedeja"
+    assert S.normalize("한국어") == "한국어"  # Hangul syllables recomposed after their jamo are taken apart
+
+
+def test_a_long_answer_costs_a_bounded_amount_and_is_flagged_with_what_was_compared():
+    """A 150 000-character answer: only its first MAX_CHARS letters and digits are compared (the MinHash
+    of an answer grew with its length: 1.8 GB for `make grade`), and the flag says so."""
+    qid = QUESTIONS[0]
+    rng = random.Random(3)
+    long_answer = site_text(REFS[qid]) + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(150_000))
+    assert len(S.shingles(long_answer)) <= S.MAX_CHARS
+    short = {"short": {qid: INDEPENDENT[qid][0]}, "other": {qid: INDEPENDENT[qid][1]}}
+    tracemalloc.start()
+    S.copy_flags(short, {qid: REFS[qid]})
+    without = tracemalloc.get_traced_memory()[1]
+    tracemalloc.reset_peak()
+    flags = S.copy_flags({"long": {qid: long_answer}, **short}, {qid: REFS[qid]})
+    with_long = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert with_long < 4 * without, (with_long, without)  # was 1.7 GB against 0.16 GB (peak RSS)
+    text = " ".join(flags["long"])
+    assert S.COPIED_REFERENCE in text  # the reference at its start is still found
+    assert f"over_budget(copy check: {qid} has {len(long_answer)} characters, its first {S.MAX_CHARS}" in text
+    assert "short" not in flags
+
+
+def test_the_minhash_built_in_chunks_is_the_one_built_at_once():
+    from datasketch import MinHash
+
+    items = {f"s{k:05d}" for k in range(3 * S.MINHASH_CHUNK + 7)}
+    whole = MinHash.bulk([[s.encode() for s in sorted(items)]], num_perm=S.NUM_PERM, seed=1)[0]
+    assert (S._minhash(items).hashvalues == whole.hashvalues).all()

@@ -2,8 +2,16 @@
 
 Text is compared as sets of character n-grams ("shingles", SHINGLE = 5 characters), which needs no
 word segmentation and so works for Chinese as for English. Before shingling, an answer is normalised:
-NFKC, lower case, math (`$…$`) dropped, and only letters and digits kept (spaces, punctuation and
-Markdown never count).
+NFKC, lower case, math (`$…$`) dropped, letters taken apart from their marks (NFKD) and only letters
+and digits kept, then recomposed (NFC): spaces, punctuation, Markdown, format characters (zero-width
+spaces and joiners, Cf), combining and variation marks (M) and the invisible Hangul fillers that
+Unicode counts as letters (FILLERS) never count, so text padded with invisible characters is
+compared as the text it shows.
+
+The cost of one answer is bounded: at most MAX_CHARS normalised characters of it (read from at most
+MAX_RAW characters of text) are compared, and a longer answer is flagged over_budget(copy check: ...)
+with the question and its length, for the instructor to read; each MinHash is built MINHASH_CHUNK
+shingles at a time (its matrix of shingles × permutations would otherwise grow with the answer).
 
 - copied_reference(q2 0.93): the answer and the lesson's reference answer for that question overlap
   by 0.93: the larger of the two containments |A ∩ R| / |A| and |A ∩ R| / |R|, so pasting half of a
@@ -38,11 +46,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from datasketch import MinHash, MinHashLSH
 
-from coursekit.grading.judge.flags import COPIED_REFERENCE, SIMILAR_ANSWERS, flag
+from coursekit.grading.judge.flags import COPIED_REFERENCE, OVER_BUDGET, SIMILAR_ANSWERS, flag
 
 SHINGLE = 5                 # characters per shingle: two to three Chinese words (calibrated: docs/copy_check.md)
 MIN_CHARS = 40              # shorter normalised answers are not compared
@@ -51,6 +59,12 @@ PAIR_THRESHOLD = 0.10       # Jaccard of two students' answers (reference and qu
 LSH_BANDS, LSH_ROWS = 700, 2  # 1400 MinHash values; a pair is a candidate if one band of 2 values agrees
 NUM_PERM = LSH_BANDS * LSH_ROWS
 MAX_LISTED = 6             # students named in one similar_answers flag
+MAX_CHARS = 4000           # normalised characters of one answer compared (8x the longest reference answer)
+MAX_RAW = 16 * MAX_CHARS   # characters of an answer's text read to find them
+MINHASH_CHUNK = 256        # shingles hashed at once into a MinHash (its memory: chunk x NUM_PERM x 8 bytes)
+# letters (category Lo) that show nothing: the Hangul fillers; Unicode's other invisible characters are
+# format characters (Cf) or marks (Mn), which normalize drops by category
+FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 _MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]*\$", re.S)
 _TEX_COMMAND = re.compile(r"\\([A-Za-z]+)")
@@ -61,16 +75,21 @@ GREEK = {name: chr(0x3B1 + k) for k, name in enumerate(  # \pi -> π, as MathJax
 
 def normalize(text: str, keep_math: bool = False) -> str:
     """Letters and digits only, NFKC, lower case, math removed (kept as its letters and digits with
-    `keep_math`: what a student copying the rendered page gets, e.g. `$\\pm 1$` -> `pm1`)."""
-    text = unicodedata.normalize("NFKC", text)
+    `keep_math`: what a student copying the rendered page gets, e.g. `$\\pm 1$` -> `pm1`), without
+    marks, format characters and fillers (see the module's docstring); of the first MAX_RAW characters."""
+    text = unicodedata.normalize("NFKC", text[:MAX_RAW])
     text = _TEX_COMMAND.sub(lambda m: GREEK.get(m[1], ""), text) if keep_math else _MATH.sub(" ", text)
-    text = text.lower()
-    return "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN")
+    text = unicodedata.normalize("NFKD", text.lower())
+    kept = "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN" and ch not in FILLERS)
+    return unicodedata.normalize("NFC", kept)
 
 
 def shingles(text: str, n: int = SHINGLE, keep_math: bool = False) -> set[str]:
-    """Character n-grams of the normalised text."""
-    norm = normalize(text, keep_math)
+    """Character n-grams of the normalised text (its first MAX_CHARS characters)."""
+    return _shingles_of(normalize(text, keep_math)[:MAX_CHARS], n)
+
+
+def _shingles_of(norm: str, n: int = SHINGLE) -> set[str]:
     return {norm[k:k + n] for k in range(len(norm) - n + 1)}
 
 
@@ -102,14 +121,23 @@ def candidate_pairs(sets: dict[str, set[str]]) -> set[tuple[str, str]]:
     names = sorted(n for n, s in sets.items() if s)
     if len(names) < 2:
         return set()
-    hashes = MinHash.bulk([[s.encode() for s in sorted(sets[n])] for n in names], num_perm=NUM_PERM, seed=1)
     lsh = MinHashLSH(num_perm=NUM_PERM, params=(LSH_BANDS, LSH_ROWS))
     found = set()
-    for name, minhash in zip(names, hashes, strict=True):
+    for name in names:
+        minhash = _minhash(sets[name])
         for other in lsh.query(minhash):
             found.add((min(name, other), max(name, other)))
         lsh.insert(name, minhash)
     return found
+
+
+def _minhash(items: set[str]) -> MinHash:
+    """The MinHash of a set, hashed MINHASH_CHUNK items at a time (the same values as in one batch)."""
+    minhash = MinHash(num_perm=NUM_PERM, seed=1)
+    ordered = [s.encode() for s in sorted(items)]
+    for start in range(0, len(ordered), MINHASH_CHUNK):
+        minhash.update_batch(ordered[start:start + MINHASH_CHUNK])
+    return minhash
 
 
 def similar_pairs(sets: dict[str, set[str]], threshold: float = PAIR_THRESHOLD) -> list[tuple[str, str, float]]:
@@ -120,29 +148,36 @@ def similar_pairs(sets: dict[str, set[str]], threshold: float = PAIR_THRESHOLD) 
 
 @dataclass
 class QuestionCheck:
-    """One question's results: reference containment per student, and groups of similar answers."""
+    """One question's results: reference containment per student, groups of similar answers, and the
+    answers longer than MAX_CHARS (student -> characters of its text), of which the first were compared."""
 
     copied: dict[str, float]
     pairs: list[tuple[str, str, float]]
+    cut: dict[str, int] = field(default_factory=dict)
 
 
 def check_question(answers: dict[str, str], reference: str, question: str = "") -> QuestionCheck:
     """Compare each answer with the reference, and every answer with every other (through LSH)."""
-    long_enough = {sid: shingles(text) for sid, text in answers.items() if len(normalize(text)) >= MIN_CHARS}
+    normalized = {sid: normalize(text) for sid, text in answers.items()}
+    cut = {sid: len(answers[sid]) for sid, norm in normalized.items()
+           if len(norm) > MAX_CHARS or len(answers[sid]) > MAX_RAW}
+    long_enough = {sid: _shingles_of(norm[:MAX_CHARS]) for sid, norm in normalized.items() if len(norm) >= MIN_CHARS}
     ref = reference_shingles(reference)
     copied = {sid: c for sid, s in long_enough.items() if (c := overlap(s, ref)) >= REFERENCE_THRESHOLD}
     common = ref | shingles(question)
     own = {sid: s - common for sid, s in long_enough.items()}
     own = {sid: s for sid, s in own.items() if len(s) >= MIN_CHARS - SHINGLE + 1}
-    return QuestionCheck(copied, similar_pairs(own))
+    return QuestionCheck(copied, similar_pairs(own), cut)
 
 
 def copy_flags(answers: dict[str, dict[str, str]], references: dict[str, str],
                questions: dict[str, str] | None = None) -> dict[str, list[str]]:
-    """answers[student][question] -> {student: [flag, ...]} with copied_reference / similar_answers."""
+    """answers[student][question] -> {student: [flag, ...]} with copied_reference / similar_answers, and
+    over_budget for an answer of which only the first MAX_CHARS normalised characters were compared."""
     questions = questions or {}
     copied: dict[str, list[str]] = {}
     similar: dict[str, list[str]] = {}
+    cut: dict[str, list[str]] = {}
     for qid in references:
         result = check_question({sid: a[qid] for sid, a in answers.items() if qid in a}, references[qid],
                                 questions.get(qid, ""))
@@ -152,9 +187,13 @@ def copy_flags(answers: dict[str, dict[str, str]], references: dict[str, str],
             listed = ", ".join(group[:MAX_LISTED]) + (f", … (+{len(group) - MAX_LISTED})"
                                                       if len(group) > MAX_LISTED else "")
             similar.setdefault(sid, []).append(flag(SIMILAR_ANSWERS, f"{qid}: {listed} {best:.2f}"))
+        for sid, length in sorted(result.cut.items()):
+            cut.setdefault(sid, []).append(flag(OVER_BUDGET, f"copy check: {qid} has {length} characters, "
+                                                             f"its first {MAX_CHARS} letters and digits compared"))
     flags: dict[str, list[str]] = {}
-    for sid in sorted(set(copied) | set(similar)):
-        flags[sid] = ([flag(COPIED_REFERENCE, ", ".join(copied[sid]))] if sid in copied else []) + similar.get(sid, [])
+    for sid in sorted(set(copied) | set(similar) | set(cut)):
+        flags[sid] = (([flag(COPIED_REFERENCE, ", ".join(copied[sid]))] if sid in copied else [])
+                      + similar.get(sid, []) + cut.get(sid, []))
     return flags
 
 

@@ -7,7 +7,8 @@ The kernel runs as `bwrap ... -- python -I -c <kernel_side.py> CONFIG -f CONNECT
   thrown away with the sandbox, so nothing the sandbox writes ever reaches the grader's disk;
 - its own PID, network (loopback only), IPC and UTS namespaces; `--die-with-parent` and the PID
   namespace end every process of the submission with its kernel;
-- a scrubbed environment, and the limits of `Limits` (applied by kernel_side.main());
+- a scrubbed environment, and the limits of `Limits` (applied by kernel_side.main()); where this
+  process may create memory cgroups, one per sandbox caps all its processes together (SandboxMemory);
 - seccomp filters (coursekit.grading.sandbox.seccomp): syscalls a kernel never needs are denied,
   and the file, program and network syscalls are recorded by a supervisor outside the kernel in
   a file of the grader's (`SandboxKernelManager.observed`).
@@ -68,12 +69,77 @@ class Limits:
     processes: int = 64         # processes and threads of the sandbox (ipykernel itself uses ~10)
     scratch: int = 256 << 20    # the writable home (tmpfs)
     tmp: int = 64 << 20         # the private /tmp (tmpfs)
+    headroom: int = 512 << 20   # the sandbox's processes together: memory + this (SandboxMemory)
+
+    @property
+    def sandbox_memory(self) -> int:
+        """Bytes all processes of one sandbox may hold together (one process reaches `memory` first,
+        and gets MemoryError; forked children share this)."""
+        return self.memory + self.headroom
 
     def rlimits(self, sandboxed: bool) -> dict[str, int]:
         limits = {"RLIMIT_AS": self.memory, "RLIMIT_FSIZE": self.file_size, "RLIMIT_CORE": 0}
         if sandboxed:  # outside a sandbox RLIMIT_NPROC would count all of the grader's processes
             limits["RLIMIT_NPROC"] = self.processes
         return limits
+
+
+MEMORY_CGROUP = Path("/sys/fs/cgroup/memory")  # the cgroup v1 memory controller (hybrid hosts, as here)
+CGROUP_PARENT = "coursekit-grading"
+
+
+def memory_cgroup_usable() -> bool:
+    """Whether this process may create memory cgroups (v1: root on a v1 or hybrid host)."""
+    return (MEMORY_CGROUP / "cgroup.procs").exists() and os.access(MEMORY_CGROUP, os.W_OK)
+
+
+class SandboxMemory:
+    """One memory cgroup per sandbox: a limit on all its processes together (the kernel and every
+    process it forks; the kernel's OOM killer ends the biggest when they reach it), where this process
+    may create one. Else (no writable v1 memory controller: not root, or a host with cgroup v2 only,
+    whose memory controller is not delegated to us) `folder` is None and the limits are the per-process
+    ones alone: RLIMIT_AS per process and RLIMIT_NPROC processes (Limits; autograder/README.md)."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.limit = limit
+        self.folder = MEMORY_CGROUP / CGROUP_PARENT / name if memory_cgroup_usable() else None
+
+    def create(self) -> str | None:
+        """Make the group and its limit; return the path of its cgroup.procs (None: no group)."""
+        if self.folder is None:
+            return None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "memory.limit_in_bytes").write_text(str(self.limit))
+        swap = self.folder / "memory.memsw.limit_in_bytes"  # memory + swap: no way around it through swap
+        if swap.exists():
+            with contextlib.suppress(OSError):
+                swap.write_text(str(self.limit))
+        return str(self.folder / "cgroup.procs")
+
+    def processes_ended(self) -> int:
+        """Processes of the sandbox the OOM killer ended at the limit."""
+        if self.folder is None:
+            return 0
+        try:
+            control = (self.folder / "memory.oom_control").read_text()
+        except OSError:
+            return 0
+        counts = dict(line.split() for line in control.splitlines() if len(line.split()) == 2)
+        return int(counts.get("oom_kill", 0))
+
+    def remove(self) -> None:
+        """End whatever is left in the group, then remove it."""
+        if self.folder is None or not self.folder.is_dir():
+            return
+        for _ in range(50):
+            with contextlib.suppress(OSError):
+                self.folder.rmdir()
+                return
+            with contextlib.suppress(OSError):
+                for pid in (self.folder / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        os.kill(int(pid), 9)
+            time.sleep(0.02)
 
 
 def sandbox_uid() -> int | None:
@@ -191,11 +257,12 @@ class KernelZygote:
         self._lock = threading.Lock()
 
     def start_kernel(self, init: int, pid_namespace: str, config: dict, argv: list[str], observed: str,
-                     timeout: float = 60) -> None:
+                     timeout: float = 60, cgroup: str | None = None) -> None:
         """Fork a kernel into the sandbox whose init has host pid `init`; raise when it did not start.
-        What its supervisor sees is appended to the file `observed` (it must exist)."""
+        What its supervisor sees is appended to the file `observed` (it must exist); the kernel joins
+        the memory cgroup whose cgroup.procs is `cgroup` before anything else (SandboxMemory)."""
         request = json.dumps({"init": init, "pid_namespace": pid_namespace, "config": config,
-                              "argv": argv, "cwd": HOME, "observed": observed}) + "\n"
+                              "argv": argv, "cwd": HOME, "observed": observed, "cgroup": cgroup}) + "\n"
         with self._lock:
             if self.process is None or self.process.poll() is not None:
                 self.process = subprocess.Popen(kernel_side_command({"role": "zygote"}), stdin=subprocess.PIPE,
@@ -365,6 +432,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self._kernel_request: tuple[dict, list[str]] | None = None
         self._init: int | None = None
         self._cpu_seen = 0.0
+        self.memory: SandboxMemory | None = None
         self.shutdown_wait_time = 2.0  # half of it, then SIGTERM; the other half, then SIGKILL
         self._spec = KernelSpec(argv=[], display_name="Python 3 (coursekit sandbox)", language="python",
                                 interrupt_mode="message", env={}, metadata={})
@@ -417,7 +485,8 @@ class SandboxKernelManager(AsyncKernelManager):
         if self.zygote is None:
             self.zygote = self._own_zygote = KernelZygote()
         config, argv = self._kernel_request
-        self.zygote.start_kernel(init, self.namespace, config, argv, self.observed)
+        self.memory = SandboxMemory(os.path.basename(self.socket_dir), self.limits.sandbox_memory)
+        self.zygote.start_kernel(init, self.namespace, config, argv, self.observed, cgroup=self.memory.create())
         self.ip = f"/proc/{init}/root{INSIDE_SOCKETS}"  # from now on this side connects through the sandbox's root
 
     async def _sandbox_init(self) -> int:
@@ -482,6 +551,8 @@ class SandboxKernelManager(AsyncKernelManager):
         shutil.rmtree(self.socket_dir, ignore_errors=True)
         with contextlib.suppress(OSError):
             os.remove(self.observed)
+        if self.memory is not None:
+            self.memory.remove()
         if self._own_zygote is not None:
             self._own_zygote.close()
             self._own_zygote = None

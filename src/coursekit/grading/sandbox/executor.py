@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import math
 import os
 import queue
 import re
@@ -53,6 +54,21 @@ GIB = 1 << 30
 KERNEL = "__import__('sys').modules['_coursekit_kernel']"
 ARM_LINE = f"{KERNEL}.arm()"
 WALL_FACTOR = 10        # wall-clock backstops: this many times the CPU limits, far above any honest need
+HIDDEN_CHECKS_WALL_FACTOR = WALL_FACTOR  # all of one student's hidden checks: this many times `timeout` of
+# wall clock, like every wall-clock backstop here (with 3, an honest student's checks went over it on a busy machine)
+
+
+def hidden_checks_over(cpu_used: float, wall_used: float, timeout: float) -> str | None:
+    """Why one student's hidden checks, all calls together, are over their budget (None: they are not):
+    the sandbox's CPU seconds over `timeout` (one cell's worth), or wall-clock seconds over
+    HIDDEN_CHECKS_WALL_FACTOR times that (calls that sleep or wait: an honest student's take about a
+    second on an idle machine). Each call has `timeout` of its own as well; this bounds what many calls
+    cost together."""
+    if cpu_used > timeout:
+        return f"hidden checks over {timeout:g} s of CPU in all"
+    if wall_used > HIDDEN_CHECKS_WALL_FACTOR * timeout:
+        return f"hidden checks over {HIDDEN_CHECKS_WALL_FACTOR * timeout:g} s in all"
+    return None
 POLL = 0.05             # seconds between two looks at the sandbox's CPU time
 MAX_KEPT_OUTPUT = 1 << 20  # characters of printed text kept per cell (CapOutput keeps far fewer)
 MAX_REPLIES = trusted.Calls.MAX_PENDING  # reply messages read for one request
@@ -178,6 +194,8 @@ class SandboxExecute(Execute):
         self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self._over_budget: list[str] = []
+        self._patched_seen: list[str] = []  # changes seen before a test cell (_keep_patched)
+        self._hidden_start = (math.inf, math.inf)  # (sandbox CPU, wall clock) when the hidden checks began
         self._kept: dict[int, int] = {}
         self._cell_timed_out = False
         self._solution_names: dict = {}  # the student's names as the last answer cell left them
@@ -316,6 +334,7 @@ class SandboxExecute(Execute):
                 # the student's names as the cell finds them; the kernel logs the calls its visible lines
                 # make of the student's functions, and the judge takes their replies from there
                 snapshot = own_data(self._snapshot(log=True), self._solution_names)
+                self._keep_patched()
                 visible = visible_test_code(test)  # the kernel never receives hidden test text
                 if self._looped & {line.strip() for line in visible.split("\n")}:
                     cell.outputs.append(error_output(TIMED_OUT, "not run: a check of this cell used the CPU limit "
@@ -378,6 +397,7 @@ class SandboxExecute(Execute):
         options = {"_SHOW_HIDDEN_INPUTS": self.show_hidden_inputs}
         self._judge_cpu = time.process_time()
         self._judge_memory = _resident()
+        self._hidden_start = (self._cpu(), time.monotonic())
         logged = self.logged_calls() if self._pending else {}
         for cell, snapshot, number in self._pending:
             errors = [o for o in cell.outputs if o.output_type == "error"]
@@ -445,6 +465,9 @@ class SandboxExecute(Execute):
             raise self._over(f"grader CPU for judging over {self.judge_cpu_limit:g} s")
         if _resident() - self._judge_memory > self.judge_memory_limit:
             raise self._over(f"grader memory for judging over {self.judge_memory_limit >> 20} MB")
+        cpu_start, wall_start = self._hidden_start
+        if (over := hidden_checks_over(self._cpu() - cpu_start, time.monotonic() - wall_start, self.timeout)):
+            raise self._over(over)
 
     def ask(self, helper: str, args: list | None = None) -> dict:
         """Call a kernel_side helper (kernel_side.REQUEST); return its JSON reply, read within the budgets
@@ -509,6 +532,17 @@ class SandboxExecute(Execute):
 
     # ---- what the kernel and its sandbox recorded
 
+    def _keep_patched(self) -> None:
+        """What the student's code had changed (builtins, watched modules, hooks) as a test cell is about
+        to run, kept here, on the grader's side: a later cell that puts things back erases nothing."""
+        try:
+            report = self.ask("report")
+        except trusted.GraderAbort:
+            return  # the helpers themselves changed: record_run's report says so
+        patched = report.get("patched") if isinstance(report, dict) else None
+        if isinstance(patched, list):
+            self._patched_seen.extend(p for p in patched[:20] if isinstance(p, str) and p not in self._patched_seen)
+
     def record_run(self, manager: SandboxKernelManager, started: int) -> tuple[dict[str, list], int]:
         """The records of the notebook's run, taken before the hidden checks: the supervisor's (outside
         the kernel: kept even when the kernel died), the kernel's own report when it is alive, the
@@ -527,6 +561,10 @@ class SandboxExecute(Execute):
             left = len(processes) - started
             if left > 0:
                 end_leftovers(manager, processes)
+        if self._patched_seen:
+            report = dict(report) if isinstance(report, dict) else {}
+            now = report.get("patched") if isinstance(report.get("patched"), list) else []
+            report["patched"] = self._patched_seen + [p for p in now if p not in self._patched_seen]
         until = os.path.getsize(manager.observed) if os.path.exists(manager.observed) else 0
         findings = findings_from(observed=read_observed(manager.observed, end=until), report=report,
                                  tampered=tampered, processes_left=left,
@@ -560,7 +598,12 @@ class SandboxExecute(Execute):
             for pid in survivors:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+        ended = manager.memory.processes_ended() if manager.memory is not None else 0
         manager.remove_socket_dir()
+        if ended:  # the sandbox's processes together reached its memory cgroup's limit
+            self.findings.setdefault(OVER_BUDGET, []).append(
+                f"sandbox memory: {ended} process(es) ended at {manager.limits.sandbox_memory / GIB:g} GiB "
+                "for all its processes together")
         if survivors:
             self.findings.setdefault("sandbox_violation", []).append(
                 f"processes outlived the sandbox: {len(survivors)}, killed")

@@ -812,16 +812,17 @@ def _secret(full: str, own: tuple[str, ...]) -> bool:
 
 
 def _observed(kind: str, detail: str, python: list[str], allowed: list[str], scratch: list[str], cwd: str,
-              own: tuple[str, ...] = ()) -> str | None:
+              own: tuple[str, ...] = (), imports: tuple[str, ...] = ()) -> str | None:
     """The record of one watched syscall, or None when it only touched what the sandbox gives Python
-    (`python`: its environment and import path, wherever installed, under /tmp or /root too; the
-    `allowed` trees; the scratch folders). Recorded even under an allowed tree: a host secret
+    (`python`: its environment, wherever installed, under /tmp or /root too; `imports`: the folders of
+    the import path themselves, which importlib lists, e.g. an editable install's source folder, not
+    in the sandbox; the `allowed` trees; the scratch folders). Recorded even under an allowed tree: a host secret
     (`_secret`). In a scratch folder, recorded: a path in a folder that does not exist there (a guess
     at the grader's files, /tmp/...), or in a folder bwrap made only to hold the environment's mount
     point (a checkout under /tmp: a guess at its other files)."""
     if kind in ("file", "network") and (kind == "file" or detail.startswith("/")):
         full = os.path.normpath(os.path.join(cwd, detail))
-        if not _outside_all(full, python):
+        if not _outside_all(full, python) or full in imports:
             return None
         if kind == "file" and _secret(full, own):
             return full
@@ -851,7 +852,7 @@ def _own_pids(host_proc: int, pid: int) -> tuple[str, ...]:
 
 
 def _records(host_proc: int, pid: int, args: tuple, watched: list, python: list[str], allowed: list[str],
-             scratch: list[str]) -> list[str]:
+             scratch: list[str], imports: tuple[str, ...] = ()) -> list[str]:
     """The records of one watched syscall of process `pid` (its memory read through /proc/PID/mem)."""
     kind, argument, extra = watched
     mem = os.open(f"{pid}/mem", os.O_RDONLY, dir_fd=host_proc)
@@ -866,7 +867,7 @@ def _records(host_proc: int, pid: int, args: tuple, watched: list, python: list[
     for detail in details:
         folder = _folder(host_proc, pid, args, extra if kind != "network" else -1, detail)
         own = _own_pids(host_proc, pid) if detail.startswith("/proc") or folder.startswith("/proc") else ()
-        record = _observed(kind, detail, python, allowed, scratch, folder, own)
+        record = _observed(kind, detail, python, allowed, scratch, folder, own, imports)
         if record is not None:
             records.append(record)
     return records
@@ -898,7 +899,8 @@ def _supervise(listener: int, done: int, observed: int, host_proc: int, request:
 
     config = request["config"]
     watched = {int(k): v for k, v in config["seccomp"]["watched"].items()}  # nr -> [kind, argument, extra]
-    python = config["python"] + [p for p in sys.path if p.startswith("/")]
+    python = config["python"]
+    imports = tuple(p for p in sys.path if p.startswith("/"))
     # and /etc, which C libraries read for their settings (fonts, names, time zone): the sandbox has none of it
     allowed = config["allowed"] + [config.get("tmp", "/tmp"), "/etc"]
     scratch = [config.get("tmp", "/tmp"), request["cwd"]]
@@ -927,7 +929,7 @@ def _supervise(listener: int, done: int, observed: int, host_proc: int, request:
             kind = watched.get(nr, ["other", -1, -1])[0]
             try:
                 records = _records(host_proc, pid, args, watched.get(nr, ["other", 0, -1]), python, allowed,
-                                   scratch)
+                                   scratch, imports)
             except (OSError, IndexError):
                 records = []
             # answered before anything is written: the syscall itself runs as if unwatched
@@ -949,6 +951,9 @@ def _supervise(listener: int, done: int, observed: int, host_proc: int, request:
 def _in_sandbox(request: dict, reply: int) -> None:
     """The kernel's process, just forked inside the sandbox: shed all the zygote gave it, then start."""
     config = request["config"]
+    if request.get("cgroup_fd") is not None:  # the sandbox's memory cgroup, before anything is allocated
+        os.write(request["cgroup_fd"], b"0")  # "0": the writing process
+        os.close(request["cgroup_fd"])
     probe = bool(config.get("probe"))
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
@@ -992,6 +997,8 @@ def _enter(request: dict, reply: int) -> None:
     answer the zygote, wait for the kernel, then kill the sandbox's init (see REAPER)."""
     watching = bool(request["config"].get("seccomp"))
     try:
+        if request.get("cgroup"):  # opened on the host, written by the kernel itself (_in_sandbox)
+            request["cgroup_fd"] = os.open(request["cgroup"], os.O_WRONLY | os.O_CLOEXEC)
         if watching:  # opened before joining: the grader's file and /proc, outside the sandbox
             observed = os.open(request["observed"], os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
             host_proc = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -1007,6 +1014,8 @@ def _enter(request: dict, reply: int) -> None:
             _in_sandbox(request, reply)
         finally:
             os._exit(1)
+    if request.get("cgroup_fd") is not None:
+        os.close(request["cgroup_fd"])
     listener = None
     if watching:
         theirs.close()
