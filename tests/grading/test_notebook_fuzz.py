@@ -128,6 +128,10 @@ def cheap(released_course, tmp_path_factory):
 @example(mutant=("correct", [("nbgrader", 11, "solution", True)]))  # issue 30: Inconsistent checksums
 @example(mutant=("correct", [("nbgrader", 12, "points", "lots")]))
 @example(mutant=("blank", [("cell_meta", 10, ("transient", "remove_source"), True)]))
+# found by the long run (a graded answer lost to another cell, a locked answer cell): ingest now puts the
+# release's nbgrader metadata back
+@example(mutant=("correct", [("nbgrader", 18, "grade_id", "explanation")]))
+@example(mutant=("correct", [("nbgrader", 17, "locked", True)]))
 def test_cheap_layer_every_mutant_gets_a_row_and_only_the_gradebooks_tests(cheap, mutant):
     cheap.grade_without_kernel(mutant)
 

@@ -1,13 +1,15 @@
 """Issue 30, item 1: one student's failure is that student's row, never the class's.
 
-One class: two honest students around students whose notebook makes a per-student step fail —
-nbgrader's OverwriteCells ("Inconsistent checksums", nbgrader/preprocessors/overwritecells.py,
-preprocess_cell: a locked cell whose checksum, computed by nbgrader.utils.compute_checksum over the
-source AND the solution/grade/points flags, cannot be restored), its float() of a test cell's
-`points`, nbgrader's schema check (MetadataValidator.validate_cell, SchemaTooNewError), the judge's
-OverBudget (a BaseException) decoding a student's value whose dict keys collide, and grading workers
-that die or send bytes that do not unpickle in the middle of a student. `coursekit grade` exits 0 with
-a CSV, the honest students keep their scores, each crafted student has an error row on one line.
+One class: two honest students around crafted ones. Three change a test cell's nbgrader metadata, which
+on cb8ce7d stopped the class inside nbgrader's OverwriteCells (nbgrader/preprocessors/overwritecells.py,
+preprocess_cell: "Inconsistent checksums" when nbgrader.utils.compute_checksum, which hashes the source
+AND the solution/grade/points flags, cannot be restored; float() of a text `points`) or its schema check
+(MetadataValidator.validate_cell, SchemaTooNewError): ingest now puts the release's metadata back and
+grades their code. The others fail behind the boundary: the judge's OverBudget (a BaseException) decoding
+a student's value whose dict keys collide, and grading workers that die or send bytes that do not
+unpickle in the middle of a student. `coursekit grade` exits 0 with a CSV, the honest students keep
+their scores, each failing student has its own row with a one-line reason. (The boundary around
+nbgrader's own steps is driven by the fuzzer's cheap layer, test_notebook_fuzz.py.)
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from coursekit.grading.sandbox import pool
 
 pytestmark = pytest.mark.slow
 HONEST = ("a00_honest", "z99_honest")
-KILLED, GARBLED = "m05_worker_killed", "b01_worker_garbled"  # on the two forked workers (ids sort)
+KILLED, GARBLED = "b02_worker_killed", "b01_worker_garbled"  # on the two forked workers (ids sort)
 
 
 def _test_cell(nb, grade_id: str):
@@ -69,12 +71,8 @@ def colliding_keys(nb):
 CRAFTED = {"m01_solution_test": solution_flag_on_test_cell, "m02_points_text": points_as_text,
            "m03_schema_too_new": schema_too_new, "m04_colliding_keys": colliding_keys,
            KILLED: k_correct, GARBLED: k_correct}
+REPAIRED = ("m01_solution_test", "m02_points_text", "m03_schema_too_new")  # put back at ingest, graded
 EXPECTED = {  # student: text in the one flag that says why it has no points
-    "m01_solution_test": "error(nbgrader could not prepare the notebook for grading: RuntimeError: "
-                         "Inconsistent checksums for cell test_normal)",
-    "m02_points_text": "error(nbgrader could not prepare the notebook for grading: ValueError: could not "
-                       "convert string to float: 'lots')",
-    "m03_schema_too_new": "nbgrader could not prepare the notebook for grading: ",
     "m04_colliding_keys": "over_budget(reply dict keys colliding",
     KILLED: "error(grader could not run the notebook: the grading worker ",  # died, or its pipe broke
     GARBLED: "error(grader could not run the notebook: the grading worker disconnected (UnpicklingError",
@@ -191,7 +189,16 @@ def test_honest_students_keep_their_scores_and_no_flags(bounded_class):
             ("1.5", "1", "0.5", ""), rows[sid]
 
 
-@pytest.mark.parametrize("sid", CRAFTED)
+@pytest.mark.parametrize("sid", REPAIRED)
+def test_changed_nbgrader_metadata_is_put_back_at_ingest_and_the_code_graded(bounded_class, sid):
+    """Before ingest put the release's metadata back, nbgrader stopped the class on these (cb8ce7d)."""
+    _, rows, *_ = bounded_class
+    row = rows[sid]
+    assert (row["normal"], row["boundary"], row["aggregation"]) == ("1.5", "1", "0.5"), row
+    assert row["flags"].startswith("suspicious_code(nbgrader metadata changed, the release's put back: test_"), row
+
+
+@pytest.mark.parametrize("sid", EXPECTED)
 def test_each_crafted_student_has_its_own_row_with_a_one_line_reason(bounded_class, sid):
     _, rows, *_ = bounded_class
     row = rows[sid]

@@ -355,6 +355,7 @@ def prepare(entry: Entry, release: NotebookNode, rubric: Rubric) -> NotebookNode
     if hidden:
         entry.flags.append(F.flag(F.HIDDEN_CONTENT, ", ".join(hidden)[:F.MAX_FLAG_TEXT] + ", removed"))
     forged = drop_foreign_metadata(nb, release)
+    changed = restore_release_metadata(nb, release)
     entry.flags.extend(F.duplicate_grade_ids(nb))
     keep_last_grade_ids(nb)
     from_exercise_branch = not any("nbgrader" in c.metadata for c in nb.cells)
@@ -368,6 +369,9 @@ def prepare(entry: Entry, release: NotebookNode, rubric: Rubric) -> NotebookNode
     entry.flags.extend(F.content_flags(nb, release, restored, released=not from_exercise_branch, rubric=rubric))
     if forged:
         F.add_detail(entry.flags, F.SUSPICIOUS_CODE, f"nbgrader metadata on its own cells: {' '.join(forged)}")
+    if changed:
+        F.add_detail(entry.flags, F.SUSPICIOUS_CODE, f"nbgrader metadata changed, the release's put back: "
+                                                     f"{' '.join(changed)}")
     return nb
 
 
@@ -435,6 +439,21 @@ def drop_foreign_metadata(nb: NotebookNode, release: NotebookNode) -> list[str]:
             forged.append(str(_grade_id(cell) or "no id")[:40].replace(",", " "))
             del cell.metadata["nbgrader"]
     return forged
+
+
+def restore_release_metadata(nb: NotebookNode, release: NotebookNode) -> list[str]:
+    """A cell with a grade id of the release gets the release's nbgrader metadata for that id: a student
+    cannot make a test cell a solution (nbgrader's OverwriteCells would stop on "Inconsistent
+    checksums", nbgrader.utils.compute_checksum hashing those flags), change its points or lock, or give
+    an answer's id to another cell that nbgrader would then not grade. Return the ids changed."""
+    by_id = {_grade_id(c): c.metadata["nbgrader"] for c in release.cells if _grade_id(c)}
+    changed = []
+    for cell in nb.cells:
+        gid = _grade_id(cell)
+        if isinstance(gid, str) and gid in by_id and cell.metadata["nbgrader"] != by_id[gid]:
+            cell.metadata["nbgrader"] = copy.deepcopy(by_id[gid])
+            changed.append(str(gid))
+    return sorted(set(changed))
 
 
 def keep_last_grade_ids(nb: NotebookNode) -> None:
