@@ -26,7 +26,7 @@ def sleeper(nb):
     _extra(nb, _code(nb), '''import sys as _sys, time as _time
 _right = group_advantages
 def group_advantages(rewards, eps=1e-8):
-    if _sys._getframe(1).f_code.co_name == "call":
+    if _sys._getframe(1).f_code.co_name in ("call", "_call"):
         _time.sleep(1.2)
     return _right(rewards, eps)
 ''')

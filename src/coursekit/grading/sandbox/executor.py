@@ -446,7 +446,7 @@ class SandboxExecute(Execute):
         ends the kernel if it goes on as long again)."""
         self._check_judge_budget()
         replies = self._request("calls", [self.timeout, [[int(ref), payload] for ref, payload in batch]],
-                                self.timeout * len(batch))
+                                self.timeout * len(batch), deadline=self._hidden_deadline())
         self._check_judge_budget()
         answers: list = []
         for reply in replies[: len(batch)]:
@@ -459,6 +459,10 @@ class SandboxExecute(Execute):
             own_classes(reply.get("value"), self._own_classes)
             answers.append(reply)
         return answers
+
+    def _hidden_deadline(self) -> float:
+        """When the hidden checks' wall-clock budget (hidden_checks_over) runs out, on time.monotonic()."""
+        return self._hidden_start[1] + HIDDEN_CHECKS_WALL_FACTOR * self.timeout
 
     def _check_judge_budget(self) -> None:
         if time.process_time() - self._judge_cpu > self.judge_cpu_limit:
@@ -477,14 +481,15 @@ class SandboxExecute(Execute):
             raise reply
         return reply
 
-    def _request(self, helper: str, args: list, cpu_limit: float) -> list:
+    def _request(self, helper: str, args: list, cpu_limit: float, deadline: float = math.inf) -> list:
         """One request to the kernel: the decoded replies of its messages (one per call for `calls`),
         each read within trusted.read_reply's budgets; one refused ends the list as a GraderAbort
         instance. Interrupted after `cpu_limit` CPU seconds of the sandbox, or after WALL_FACTOR times
-        (`timeout` + the CPU seconds it used) of waiting; the kernel ended when it goes on `timeout` more."""
-        return run_sync(self._async_request)(helper, args, cpu_limit)
+        (`timeout` + the CPU seconds it used) of waiting; the kernel ended when it goes on `timeout` more,
+        or at once past `deadline` (time.monotonic(): the hidden checks' budget, over_budget)."""
+        return run_sync(self._async_request)(helper, args, cpu_limit, deadline)
 
-    async def _async_request(self, helper: str, args: list, cpu_limit: float) -> list:
+    async def _async_request(self, helper: str, args: list, cpu_limit: float, deadline: float = math.inf) -> list:
         if self._stopped and self._stopped[0] == KERNEL_DIED:
             raise trusted.KernelDied("内核已经退出，检查无法运行")
         if self._stopped and self._stopped[0] == trusted.OverBudget.ename:
@@ -506,6 +511,10 @@ class SandboxExecute(Execute):
                     self._stopped = (KERNEL_DIED, "not run: the kernel died in an earlier cell")
                     raise trusted.KernelDied("内核在检查时退出（os._exit、崩溃或内存超限）") from None
                 used = self._cpu() - start
+                if interrupted is None and time.monotonic() > deadline:  # past the hidden checks' budget
+                    await ensure_async(self.km.shutdown_kernel(now=True))
+                    self._stopped = (trusted.OverBudget.ename, "not run: over the grader's budget")
+                    raise self._over(hidden_checks_over(0, math.inf, self.timeout)) from None
                 if interrupted is None:  # waiting: WALL_FACTOR times the CPU time it had, one call's limit more
                     wall_end = began + (self.timeout + used) * WALL_FACTOR
                 if interrupted is None and (used > cpu_limit or time.monotonic() > wall_end):
