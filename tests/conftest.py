@@ -143,6 +143,25 @@ def seed_exercise_cell() -> str:
     return fixture
 
 
+@pytest.fixture(scope="session")
+def release_template(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """autograder/'s config and source notebooks in a temporary course, released once per run (nbgrader's
+    generate_assignment costs seconds of CPU): a test that needs a released course of its own copies this
+    one (tests/grading/conftest.py's fresh_copy); nothing grades into it."""
+    import shutil
+
+    from coursekit.grading.course import CONFIG_FILE, Course
+    from coursekit.grading.intake.release import release
+
+    root = tmp_path_factory.mktemp("release") / "course"
+    root.mkdir()
+    shutil.copyfile(ROOT / "autograder" / CONFIG_FILE, root / CONFIG_FILE)
+    shutil.copytree(ROOT / "autograder" / "source", root / "source")
+    course = Course.at(root)
+    release(course)
+    return course
+
+
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",

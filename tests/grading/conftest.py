@@ -1,5 +1,5 @@
 """What the grading tests share, each made once per test run: the lesson released once
-(`release_template`, copied by `fresh_copy` for every course a test grades into), one graded class
+(tests/conftest.py's `release_template`, copied by `fresh_copy` for every course a test grades into), one graded class
 (a copy of it graded twice, the second time with --regrade, from a folder mixing every kind of
 submission in tests/grading/submission_kinds.py), the instructor's class, and one private
 PostgreSQL server (`postgres`: a new database for each module that asks)."""
@@ -24,7 +24,6 @@ from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
-from coursekit.grading.intake.release import release
 
 REPO = Path(__file__).resolve().parents[2]
 CELL_TIMEOUT = "3"  # seconds; the infinite-loop submission costs two of these
@@ -71,15 +70,6 @@ def fresh_copy(course: Course, root: Path) -> Course:
     shutil.copytree(course.root, root, ignore=shutil.ignore_patterns(".ingest", "reports", "feedback", "autograded",
                                                                      "submitted"))
     return Course.at(root)
-
-
-@pytest.fixture(scope="session")
-def release_template(tmp_path_factory) -> Course:
-    """The lesson released once per test run, in a course nothing grades into: `fresh_copy` it (a release
-    costs seconds of CPU, a copy nothing)."""
-    course = make_course(tmp_path_factory.mktemp("release") / "course")
-    release(course)
-    return course
 
 
 @pytest.fixture(scope="session")
