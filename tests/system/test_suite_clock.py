@@ -14,7 +14,8 @@ ONE_FILE = "tests/branches/test_errata.py"
 def test_a_whole_run_writes_its_durations_and_a_selection_writes_nothing(tmp_path):
     out = tmp_path / "build" / "test-durations.txt"
     env = {**os.environ, "COURSEKIT_TEST_DURATIONS": str(out)}
-    run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", f"testpaths={ONE_FILE}"]
+    run = [sys.executable, "-m", "pytest", "-q", "-o", f"testpaths={ONE_FILE}",
+           "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio"]  # not used there: a quicker start
     selection = subprocess.run([*run, "-k", "same_order"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert selection.returncode == 0, selection.stdout[-2000:]
     assert not out.exists(), "a run of a selection wrote the durations"
