@@ -1,6 +1,7 @@
 """build/test-durations.txt, where the README's `make test` figure comes from (tests/conftest.py's SuiteClock):
 a run of every test writes its wall and CPU seconds, result, machine, load and slowest tests; a run of a
-selection leaves the file alone. Here the "every test" of a run is one small file (pytest's testpaths)."""
+selection leaves the file alone. Here the "every test" of a run is one small file (pytest's testpaths); the
+inner runs keep their temporary files in this test's folder (--basetemp), leaving the outer run's alone."""
 import os
 import re
 import subprocess
@@ -14,7 +15,7 @@ ONE_FILE = "tests/branches/test_errata.py"
 def test_a_whole_run_writes_its_durations_and_a_selection_writes_nothing(tmp_path):
     out = tmp_path / "build" / "test-durations.txt"
     env = {**os.environ, "COURSEKIT_TEST_DURATIONS": str(out)}
-    run = [sys.executable, "-m", "pytest", "-q", "-o", f"testpaths={ONE_FILE}",
+    run = [sys.executable, "-m", "pytest", "-q", "-o", f"testpaths={ONE_FILE}", "--basetemp", str(tmp_path / "tmp"),
            "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio"]  # not used there: a quicker start
     selection = subprocess.run([*run, "-k", "same_order"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert selection.returncode == 0, selection.stdout[-2000:]
