@@ -36,8 +36,9 @@ def committed() -> Callable[[str], bytes]:
 
 
 # ---- what a whole run of the suite took, on what machine, under what load: build/test-durations.txt (the
-# README's `make test` figure is read from there). Written only after a run of every test (no selection).
-DURATIONS_FILE = ROOT / "build" / "test-durations.txt"
+# README's `make test` figure is read from there). Written only after a run of every test (no selection);
+# COURSEKIT_TEST_DURATIONS names another file (tests/system/test_suite_clock.py).
+DURATIONS_FILE = Path(os.environ.get("COURSEKIT_TEST_DURATIONS", ROOT / "build" / "test-durations.txt"))
 
 
 class SuiteClock:
@@ -61,8 +62,8 @@ class SuiteClock:
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
         testpaths = [str(ROOT / p) for p in config.getini("testpaths")]
         args = [str(Path(a).resolve()) for a in config.args]
-        self.whole = (args in ([str(ROOT)], testpaths) and not config.option.keyword
-                      and not config.option.markexpr and not config.option.deselect)
+        self.whole = (args in ([str(ROOT)], testpaths) and not config.option.keyword and not config.option.markexpr
+                      and not config.option.deselect and not config.option.collectonly)
 
     def pytest_deselected(self, items: list) -> None:
         self.deselected = self.deselected or bool(items)
@@ -93,7 +94,7 @@ class SuiteClock:
                  "slowest tests (setup + call + teardown, s):"]
         for nodeid, seconds in sorted(self.slowest.items(), key=lambda item: -item[1])[:25]:
             lines.append(f"{seconds:8.1f}  {nodeid}")
-        DURATIONS_FILE.parent.mkdir(exist_ok=True)
+        DURATIONS_FILE.parent.mkdir(parents=True, exist_ok=True)
         DURATIONS_FILE.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -148,6 +149,25 @@ def seed_exercise_cell() -> str:
         from_seed = _seed_exercise_cell(seed.read_text(encoding="utf-8"))
         assert from_seed == fixture, f"tests/fixtures/seed_exercise_cell.txt has drifted from {seed}"
     return fixture
+
+
+@pytest.fixture(scope="session")
+def release_template(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """autograder/'s config and source notebooks in a temporary course, released once per run (nbgrader's
+    generate_assignment costs seconds of CPU): a test that needs a released course of its own copies this
+    one (tests/grading/conftest.py's fresh_copy); nothing grades into it."""
+    import shutil
+
+    from coursekit.grading.course import CONFIG_FILE, Course
+    from coursekit.grading.intake.release import release
+
+    root = tmp_path_factory.mktemp("release") / "course"
+    root.mkdir()
+    shutil.copyfile(ROOT / "autograder" / CONFIG_FILE, root / CONFIG_FILE)
+    shutil.copytree(ROOT / "autograder" / "source", root / "source")
+    course = Course.at(root)
+    release(course)
+    return course
 
 
 CHROMIUM_ARGS = [

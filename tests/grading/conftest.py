@@ -1,5 +1,5 @@
 """What the grading tests share, each made once per test run: the lesson released once
-(`release_template`, copied by `fresh_copy` for every course a test grades into), one graded class
+(tests/conftest.py's `release_template`, copied by `fresh_copy` for every course a test grades into), one graded class
 (a copy of it graded twice, the second time with --regrade, from a folder mixing every kind of
 submission in tests/grading/submission_kinds.py), the instructor's class, and one private
 PostgreSQL server (`postgres`: a new database for each module that asks)."""
@@ -15,6 +15,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,6 @@ from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
-from coursekit.grading.intake.release import release
 
 REPO = Path(__file__).resolve().parents[2]
 CELL_TIMEOUT = "3"  # seconds; the infinite-loop submission costs two of these
@@ -71,15 +71,6 @@ def fresh_copy(course: Course, root: Path) -> Course:
     shutil.copytree(course.root, root, ignore=shutil.ignore_patterns(".ingest", "reports", "feedback", "autograded",
                                                                      "submitted"))
     return Course.at(root)
-
-
-@pytest.fixture(scope="session")
-def release_template(tmp_path_factory) -> Course:
-    """The lesson released once per test run, in a course nothing grades into: `fresh_copy` it (a release
-    costs seconds of CPU, a copy nothing)."""
-    course = make_course(tmp_path_factory.mktemp("release") / "course")
-    release(course)
-    return course
 
 
 @pytest.fixture(scope="session")
@@ -131,19 +122,20 @@ def postgres_bin(name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory) -> Iterator[Callable[[str], str]]:
+def postgres_server() -> Iterator[Callable[[str], str]]:
     """One private PostgreSQL server per test run: data and unix socket in a temporary folder, its own
-    port, no TCP listener. new_database(name) creates an empty database and returns its SQLAlchemy URL."""
+    port, no TCP listener. new_database(name) creates an empty database and returns its SQLAlchemy URL.
+
+    The folder is not under pytest's: every pytest that starts (one a test runs, another checkout's) makes
+    /tmp/pytest-of-<user> private again, and a server running as nobody could then no longer reach its data."""
     import sqlalchemy
 
-    tmp_path = tmp_path_factory.mktemp("postgres")
-    folder = tmp_path / "pg"
-    folder.mkdir()
+    folder = Path(tempfile.mkdtemp(prefix="coursekit-postgres-"))
     as_user = {}
     if os.geteuid() == 0:
         as_user = {"user": NOBODY, "group": NOBODY}
         os.chown(folder, NOBODY, NOBODY)
-        for parent in [tmp_path, *tmp_path.parents][:-2]:  # let nobody pass through (not read) pytest's folders
+        for parent in list(folder.parents)[:-1]:  # let nobody pass through (not read) the folders above
             parent.chmod(parent.stat().st_mode | stat.S_IXOTH)
     port = free_port()
     data, log = folder / "data", folder / "server.log"
@@ -168,6 +160,7 @@ def postgres_server(tmp_path_factory) -> Iterator[Callable[[str], str]]:
         yield new_database
     finally:
         subprocess.run([ctl, "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True, **as_user)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
