@@ -177,9 +177,14 @@ def to_plain(value: Any, depth: int = 0) -> Any:
 class Kernel(Protocol):
     def calls(self, batch: list[tuple[int, str]]) -> list[Any]:
         """Run kernel_side.calls on the batch [(ref, payload)...] in the student's kernel, in order; return
-        one reply per call: its decoded JSON dict, or a GraderAbort instance for a call that ended the
-        grading of the cell (a timeout); a call left unanswered gets no reply (the list is shorter).
-        Raises GraderAbort when the batch as a whole failed (the kernel died, a budget)."""
+        one reply per call: its JSON text (read by the Proxy, within read_reply's budgets), or a
+        GraderAbort instance for a call that ended the grading of the cell (a timeout, a budget); a
+        call left unanswered gets no reply (the list is shorter). Raises GraderAbort when the batch as
+        a whole failed (the kernel died, a budget)."""
+
+    def checked(self, reply: Any) -> None:
+        """Called with each reply just read, before it is used: raises GraderAbort (OverBudget) when a
+        budget of the judge is over; notes what the reply says of the student's code."""
 
 
 class GraderAbort(BaseException):
@@ -328,6 +333,13 @@ class Proxy:
             return Pending()
         if isinstance(reply, GraderAbort):
             raise type(reply)(reply.message)  # a fresh one: raised here, in this pass
+        try:
+            reply = read_reply(reply)
+        except OverBudget as over:
+            raise OverBudget(f"超出评分预算：{over.message}") from None
+        except ReplyError:
+            raise InvalidReply(f"{self.__name__} 的结果无法读取（ReplyError）") from None
+        self._calls.kernel.checked(reply)
         try:
             after = [decode(a) for a in reply["args"]]
             after_kw = {k: decode(reply["kwargs"][k]) for k in kwargs}
