@@ -501,6 +501,7 @@ class SandboxExecute(Execute):
                 continue
             if interrupted is not None:
                 raise trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）")
+            content: dict = {}
             try:
                 content = msg["content"] if msg["msg_type"] == kernel_side.REPLY else {}
                 text = content.get("reply")
@@ -508,11 +509,16 @@ class SandboxExecute(Execute):
                 if not read:
                     self._check_judge_budget()
             except trusted.OverBudget as over:
-                return [*replies, self._over(over.message.removeprefix("超出评分预算："))]
+                abort = self._over(over.message.removeprefix("超出评分预算："))
             except (KeyError, TypeError, AttributeError, trusted.ReplyError):
-                return [*replies, trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")]
-            if content.get("more") is not True or len(replies) >= MAX_REPLIES:
-                return replies
+                abort = trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")
+            else:
+                if content.get("more") is not True or len(replies) >= MAX_REPLIES:
+                    return replies
+                continue
+            if isinstance(content, dict) and content.get("more") is True:  # the kernel is still at it: stop
+                await ensure_async(self.km.interrupt_kernel())  # its call now (its replies are skipped)
+            return [*replies, abort]
 
     # ---- what the kernel and its sandbox recorded
 
