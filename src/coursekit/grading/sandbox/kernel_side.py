@@ -801,16 +801,17 @@ def _supervise(listener: int, kernel: int, observed: int, host_proc: int, reques
                 record = _observed(kind, detail, allowed, scratch, cwd)
             except OSError:
                 record = None
-            # answered before anything is written: the syscall itself runs as if unwatched
-            with contextlib.suppress(OSError):
-                fcntl.ioctl(listener, NOTIF_SEND, struct.pack("=QqiI", notif_id, 0, 0,
-                                                             SECCOMP_USER_NOTIF_FLAG_CONTINUE))
+            # written before the syscall goes on: a record is in the file before anything the syscall
+            # lets the kernel do (reply, exit), so what the grader reads then does not depend on timing
             if record is not None and len(seen) < MAX_OBSERVED:
                 line = json.dumps([kind, record[:200]]) + "\n"
                 if line not in seen:
                     seen.add(line)
                     with contextlib.suppress(OSError):
                         os.write(observed, line.encode())
+            with contextlib.suppress(OSError):
+                fcntl.ioctl(listener, NOTIF_SEND, struct.pack("=QqiI", notif_id, 0, 0,
+                                                             SECCOMP_USER_NOTIF_FLAG_CONTINUE))
         elif done in ready:
             break
     os.close(done)
