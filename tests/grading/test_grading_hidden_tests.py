@@ -114,7 +114,10 @@ class LocalKernel:
         return json.loads(kernel_side.snapshot(log).text)
 
     def calls(self, batch: list[tuple[int, str]]) -> list:
-        return [json.loads(reply.text) for reply in kernel_side.calls(10.0, [list(call) for call in batch])]
+        return [reply.text for reply in kernel_side.calls(10.0, [list(call) for call in batch])]
+
+    def checked(self, reply) -> None:
+        pass
 
 
 def cells() -> dict[str, object]:
@@ -264,7 +267,7 @@ def test_calls_the_kernels_own_run_made_are_taken_from_its_log_never_run_again()
         in_kernel = len(seen)
         known: dict = {}
         for _, ref, payload, text in json.loads(kernel_side.logged().text):
-            known.setdefault((ref, payload), []).append(json.loads(text))
+            known.setdefault((ref, payload), []).append(text)
         assert sum(map(len, known.values())) == in_kernel > 10
         seen.clear()
         kernel.requests.clear()

@@ -177,9 +177,14 @@ def to_plain(value: Any, depth: int = 0) -> Any:
 class Kernel(Protocol):
     def calls(self, batch: list[tuple[int, str]]) -> list[Any]:
         """Run kernel_side.calls on the batch [(ref, payload)...] in the student's kernel, in order; return
-        one reply per call: its decoded JSON dict, or a GraderAbort instance for a call that ended the
-        grading of the cell (a timeout); a call left unanswered gets no reply (the list is shorter).
-        Raises GraderAbort when the batch as a whole failed (the kernel died, a budget)."""
+        one reply per call: its JSON text (read by the Proxy, within read_reply's budgets), or a
+        GraderAbort instance for a call that ended the grading of the cell (a timeout, a budget); a
+        call left unanswered gets no reply (the list is shorter). Raises GraderAbort when the batch as
+        a whole failed (the kernel died, a budget)."""
+
+    def checked(self, reply: Any) -> None:
+        """Called with each reply just read, before it is used: raises GraderAbort (OverBudget) when a
+        budget of the judge is over; notes what the reply says of the student's code."""
 
 
 class GraderAbort(BaseException):
@@ -235,16 +240,16 @@ class Pending:
 
 
 class Calls:
-    """The calls of one test cell's trusted run, sent to the kernel in batches.
+    """The calls of one test cell's trusted run, sent to the kernel in batches (see run_test_cell).
 
-    The cell's source runs in passes. A call whose reply is known (from an earlier batch) gets it; any
-    other is noted and returns `Pending`, and the pass goes on until it uses an unknown result (or ends):
-    every call made until then goes to the kernel in one request, and the next pass starts over with
-    those replies. Only a pass in which every call was answered decides the cell. A call is matched by
-    its function, its arguments (their JSON text) and how many times that same call came before, so
-    the kernel's function sees each call in the order of the cell's own run. The student's function
-    may see a call that a later pass does not make (an argument it would have changed in place); never
-    one the test source does not make. After MAX_PASSES passes, each call is sent alone, as it comes."""
+    A call whose reply is known (from an earlier batch, or from the kernel's own run of the cell's
+    visible lines) gets it; any other is noted and returns `Pending` (any use of which ends a pass);
+    `send` sends the calls noted in one request, and the source runs again with their replies. Only
+    a run in which every call was answered decides the cell. A call is matched by its function, its
+    arguments (their JSON text) and how many times that same call came before, so the student's
+    function sees the calls in the order of the cell's own run; it may see a call that the deciding
+    run does not make (one after a check that fails), never one the test source does not make. After
+    MAX_PASSES passes, each call is sent alone, as it comes."""
 
     MAX_PASSES = 16
     MAX_PENDING = 1000  # unanswered calls of one pass (a loop over an unknown result ends there)
@@ -253,7 +258,6 @@ class Calls:
         self.kernel = kernel
         self.known: dict[tuple[int, str], list] = {key: list(v) for key, v in (known or {}).items()}
         self.passes = 0
-        self.batches = 0
         self.start_pass()
 
     def start_pass(self) -> None:
@@ -281,7 +285,6 @@ class Calls:
     def send(self) -> None:
         """Send the pending calls in one request; their replies become known, in order."""
         batch, self.pending = self.pending, []
-        self.batches += 1
         try:
             replies = list(self.kernel.calls(batch))[: len(batch)]
         except GraderAbort as abort:  # the first call of the batch ends the cell with it
@@ -328,6 +331,13 @@ class Proxy:
             return Pending()
         if isinstance(reply, GraderAbort):
             raise type(reply)(reply.message)  # a fresh one: raised here, in this pass
+        try:
+            reply = read_reply(reply)
+        except OverBudget as over:
+            raise OverBudget(f"超出评分预算：{over.message}") from None
+        except ReplyError:
+            raise InvalidReply(f"{self.__name__} 的结果无法读取（ReplyError）") from None
+        self._calls.kernel.checked(reply)
         try:
             after = [decode(a) for a in reply["args"]]
             after_kw = {k: decode(reply["kwargs"][k]) for k in kwargs}

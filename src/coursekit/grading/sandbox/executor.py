@@ -72,6 +72,7 @@ def hidden_checks_over(cpu_used: float, wall_used: float, timeout: float) -> str
 POLL = 0.05             # seconds between two looks at the sandbox's CPU time
 MAX_KEPT_OUTPUT = 1 << 20  # characters of printed text kept per cell (CapOutput keeps far fewer)
 MAX_REPLIES = trusted.Calls.MAX_PENDING  # reply messages read for one request
+TIMED_OUT_REPLY = '{"timeout": true}'  # kernel_side._call's reply for a call stopped at its CPU limit
 
 
 class _Links:
@@ -371,9 +372,9 @@ class SandboxExecute(Execute):
 
     def logged_calls(self) -> dict[int, dict[tuple[int, str], list]]:
         """The calls the test cells' visible lines made in the kernel, with their replies: {snapshot
-        number: {(ref, payload): [reply, ...]}} (what the student's function returned there, as a call of
-        the judge would bring it back). An entry that is not in the protocol's format or over a reply's
-        budgets is left out: the judge then makes that call itself."""
+        number: {(ref, payload): [reply JSON text, ...]}} (what the student's function returned there, as
+        a call of the judge would bring it back; read by the judge within the budgets of any reply). An
+        entry not in the protocol's format is left out: the judge then makes that call itself."""
         try:
             entries = self.ask("logged")
         except trusted.GraderAbort:
@@ -382,12 +383,11 @@ class SandboxExecute(Execute):
         for entry in entries if isinstance(entries, list) else []:
             try:
                 number, ref, payload, text = entry
-                reply = trusted.read_reply(text)
-            except (ValueError, TypeError, trusted.ReplyError, trusted.OverBudget):
+            except (ValueError, TypeError):
                 continue
-            if type(number) is int and type(ref) is int and type(payload) is str and isinstance(reply, dict):
-                own_classes(reply.get("value"), self._own_classes)
-                found.setdefault(number, {}).setdefault((ref, payload), []).append(reply)
+            if type(number) is int and type(ref) is int and type(payload) is str and type(text) is str \
+                    and text != TIMED_OUT_REPLY:
+                found.setdefault(number, {}).setdefault((ref, payload), []).append(text)
         return found
 
     # ---- the trusted half of the test cells
@@ -441,24 +441,27 @@ class SandboxExecute(Execute):
 
     def calls(self, batch: list[tuple[int, str]]) -> list:
         """trusted.Kernel: a batch of calls of the student's functions in one request, one reply message
-        per call, each read within the judge's budgets. Each call may use `timeout` CPU seconds (the
-        kernel stops it itself; the grader interrupts the batch past `timeout` seconds per call, and
-        ends the kernel if it goes on as long again)."""
+        per call (its JSON text, read later by the judge; the judge's budgets checked after each).
+        Each call may use `timeout` CPU seconds (the kernel stops it itself; the grader interrupts the
+        batch past `timeout` seconds per call, and ends the kernel if it goes on as long again)."""
         self._check_judge_budget()
         replies = self._request("calls", [self.timeout, [[int(ref), payload] for ref, payload in batch]],
-                                self.timeout * len(batch), deadline=self._hidden_deadline())
-        self._check_judge_budget()
+                                self.timeout * len(batch), read=False, deadline=self._hidden_deadline())
         answers: list = []
         for reply in replies[: len(batch)]:
             if isinstance(reply, trusted.GraderAbort):
                 answers.append(reply)
                 break
-            if not isinstance(reply, dict) or reply.get("timeout") is True:
+            if not isinstance(reply, str) or reply == TIMED_OUT_REPLY:
                 answers.append(trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）"))
                 break  # the kernel runs no call after a timeout
-            own_classes(reply.get("value"), self._own_classes)
             answers.append(reply)
         return answers
+
+    def checked(self, reply: object) -> None:
+        """trusted.Kernel: the judge's budgets, after each reply it read; the student's own classes in it."""
+        own_classes(reply.get("value") if isinstance(reply, dict) else None, self._own_classes)
+        self._check_judge_budget()
 
     def _hidden_deadline(self) -> float:
         """When the hidden checks' wall-clock budget (hidden_checks_over) runs out, on time.monotonic()."""
@@ -481,15 +484,18 @@ class SandboxExecute(Execute):
             raise reply
         return reply
 
-    def _request(self, helper: str, args: list, cpu_limit: float, deadline: float = math.inf) -> list:
+    def _request(self, helper: str, args: list, cpu_limit: float, read: bool = True,
+                 deadline: float = math.inf) -> list:
         """One request to the kernel: the decoded replies of its messages (one per call for `calls`),
         each read within trusted.read_reply's budgets; one refused ends the list as a GraderAbort
         instance. Interrupted after `cpu_limit` CPU seconds of the sandbox, or after WALL_FACTOR times
         (`timeout` + the CPU seconds it used) of waiting; the kernel ended when it goes on `timeout` more,
-        or at once past `deadline` (time.monotonic(): the hidden checks' budget, over_budget)."""
-        return run_sync(self._async_request)(helper, args, cpu_limit, deadline)
+        or at once past `deadline` (time.monotonic(): the hidden checks' budget, over_budget).
+        With read=False the replies are their texts, and the judge's budgets are checked after each."""
+        return run_sync(self._async_request)(helper, args, cpu_limit, read, deadline)
 
-    async def _async_request(self, helper: str, args: list, cpu_limit: float, deadline: float = math.inf) -> list:
+    async def _async_request(self, helper: str, args: list, cpu_limit: float, read: bool,
+                             deadline: float = math.inf) -> list:
         if self._stopped and self._stopped[0] == KERNEL_DIED:
             raise trusted.KernelDied("内核已经退出，检查无法运行")
         if self._stopped and self._stopped[0] == trusted.OverBudget.ename:
@@ -529,15 +535,24 @@ class SandboxExecute(Execute):
                 continue
             if interrupted is not None:
                 raise trusted.KernelTimeout(f"运行超过 {self.timeout} 秒 CPU 时间，已中断（死循环？）")
+            content: dict = {}
             try:
                 content = msg["content"] if msg["msg_type"] == kernel_side.REPLY else {}
-                replies.append(trusted.read_reply(content.get("reply")))
+                text = content.get("reply")
+                replies.append(trusted.read_reply(text) if read else text)
+                if not read:
+                    self._check_judge_budget()
             except trusted.OverBudget as over:
-                return [*replies, self._over(over.message.removeprefix("超出评分预算："))]
+                abort = self._over(over.message.removeprefix("超出评分预算："))
             except (KeyError, TypeError, AttributeError, trusted.ReplyError):
-                return [*replies, trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")]
-            if content.get("more") is not True or len(replies) >= MAX_REPLIES:
-                return replies
+                abort = trusted.InvalidReply("内核没有按协议回答（评分辅助代码被改动？）")
+            else:
+                if content.get("more") is not True or len(replies) >= MAX_REPLIES:
+                    return replies
+                continue
+            if isinstance(content, dict) and content.get("more") is True:  # the kernel is still at it: stop
+                await ensure_async(self.km.interrupt_kernel())  # its call now (its replies are skipped)
+            return [*replies, abort]
 
     # ---- what the kernel and its sandbox recorded
 

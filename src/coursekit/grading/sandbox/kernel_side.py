@@ -515,7 +515,7 @@ def _answer_requests() -> None:
                     if last:
                         kernel.session.send(stream, REPLY, {"reply": last, "more": True}, parent, ident)
                     last = reply.text
-            except Exception:  # noqa: BLE001 - not a reply: the grader says so (InvalidReply)
+            except BaseException:  # noqa: BLE001 - not a reply (or the grader stopped the batch): it says so
                 last = ""
             kernel.session.send(stream, REPLY, {"reply": last, "more": False}, parent, ident)
 
@@ -932,16 +932,17 @@ def _supervise(listener: int, done: int, observed: int, host_proc: int, request:
                                    scratch, imports)
             except (OSError, IndexError):
                 records = []
-            # answered before anything is written: the syscall itself runs as if unwatched
-            with contextlib.suppress(OSError):
-                fcntl.ioctl(listener, NOTIF_SEND, struct.pack("=QqiI", notif_id, 0, 0,
-                                                             SECCOMP_USER_NOTIF_FLAG_CONTINUE))
+            # written before the syscall goes on: a record is in the file before anything the syscall
+            # lets the kernel do (reply, exit), so what the grader reads then does not depend on timing
             for record in records:
                 line = json.dumps([kind, record[:200]]) + "\n"
                 if line not in seen and len(seen) < MAX_OBSERVED:
                     seen.add(line)
                     with contextlib.suppress(OSError):
                         os.write(observed, line.encode())
+            with contextlib.suppress(OSError):
+                fcntl.ioctl(listener, NOTIF_SEND, struct.pack("=QqiI", notif_id, 0, 0,
+                                                             SECCOMP_USER_NOTIF_FLAG_CONTINUE))
         elif done in ready:
             break
     if listener is not None:
