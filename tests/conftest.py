@@ -5,7 +5,6 @@ a process of its own running (a server, a kernel, a sandbox, a database) fails, 
 
 import functools
 import http.server
-import json
 import os
 import socket
 import subprocess
@@ -353,18 +352,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
-    """The session's wall time with the machine and its load beside it: the figure README's "about N minutes"
-    quotes (README: "Test durations"), written to build/test-session.json as well."""
+    """The session's wall time with the machine and its load beside it, on one line (README: "Test
+    durations"); a run of every test also writes build/test-durations.txt (SuiteClock)."""
     start, load_before = config.stash.get(_STARTED, (time.monotonic(), 0.0))
     wall = time.monotonic() - start
     ran = sum(len(terminalreporter.stats.get(k, [])) for k in ("passed", "failed", "skipped", "error"))
-    measured = {"wall_s": round(wall), "cores": os.cpu_count(), "load_at_start": round(load_before, 1),
-                "load_at_end": round(os.getloadavg()[0], 1), "tests": ran,
-                "args": config.invocation_params.args}
-    terminalreporter.write_line(f"session: {int(wall // 60)} min {int(wall % 60)} s wall for "
-                                f"{measured['tests']} tests on {measured['cores']} cores, load "
-                                f"{measured['load_at_start']} at start, {measured['load_at_end']} at end")
-    out = ROOT / "build" / "test-session.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(measured, indent=1) + "\n", encoding="utf-8")
-
+    terminalreporter.write_line(f"session: {int(wall // 60)} min {int(wall % 60)} s wall for {ran} tests on "
+                                f"{os.cpu_count()} cores, load {load_before:.1f} at start, "
+                                f"{os.getloadavg()[0]:.1f} at end")

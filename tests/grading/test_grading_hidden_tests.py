@@ -232,7 +232,7 @@ def test_a_test_cells_calls_go_to_the_kernel_in_batches_each_call_once():
     assert seen == [*range(40), 100, 0, 1, 2]  # each call of the source once, in its order
 
 
-def test_the_lessons_checks_take_one_or_two_requests_each_whatever_the_code():
+def test_the_lessons_checks_take_at_most_three_requests_each_whatever_the_code():
     for name, (body, _) in {"reference": (BODY, None), **MUTANTS}.items():
         namespace: dict = {}
         exec(compile(HEADER + body, "<student>", "exec"), namespace)
@@ -240,7 +240,9 @@ def test_the_lessons_checks_take_one_or_two_requests_each_whatever_the_code():
         for test_id in ("normal", "boundary"):
             kernel.requests.clear()
             trusted.run_test_cell(cells()[test_id].body, test_id, kernel.snapshot(), kernel)
-            assert sum(kernel.requests) > 20 and len(kernel.requests) <= 2, (name, test_id, kernel.requests)
+            # one pass gathers the independent calls; a check whose input is an earlier reply adds one
+            # (the normal cell's: two), never one per call
+            assert sum(kernel.requests) > 20 and len(kernel.requests) <= 3, (name, test_id, kernel.requests)
 
 
 def test_calls_the_kernels_own_run_made_are_taken_from_its_log_never_run_again():
