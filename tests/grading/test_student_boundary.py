@@ -5,11 +5,12 @@ on cb8ce7d stopped the class inside nbgrader's OverwriteCells (nbgrader/preproce
 preprocess_cell: "Inconsistent checksums" when nbgrader.utils.compute_checksum, which hashes the source
 AND the solution/grade/points flags, cannot be restored; float() of a text `points`) or its schema check
 (MetadataValidator.validate_cell, SchemaTooNewError): ingest now puts the release's metadata back and
-grades their code. The others fail behind the boundary: the judge's OverBudget (a BaseException) decoding
-a student's value whose dict keys collide, and grading workers that die or send bytes that do not
-unpickle in the middle of a student. `coursekit grade` exits 0 with a CSV, the honest students keep
-their scores, each failing student has its own row with a one-line reason. (The boundary around
-nbgrader's own steps is driven by the fuzzer's cheap layer, test_notebook_fuzz.py.)
+grades their code. The judge's OverBudget (a BaseException) decoding a student's value whose dict keys
+collide is the failure of the check that reads it and that student's over_budget flag. Grading workers
+that die or send bytes that do not unpickle in the middle of a student fail behind the boundary.
+`coursekit grade` exits 0 with a CSV, the honest students keep their scores, each failing student has
+its own row with a one-line reason. (The boundary around nbgrader's own steps is driven by the fuzzer's
+cheap layer, test_notebook_fuzz.py.)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from coursekit.grading.sandbox import pool
 pytestmark = pytest.mark.slow
 HONEST = ("a00_honest", "z99_honest")
 KILLED, GARBLED = "b02_worker_killed", "b01_worker_garbled"  # on the two forked workers (ids sort)
+COLLIDING = "m04_colliding_keys"
 
 
 def _test_cell(nb, grade_id: str):
@@ -61,19 +63,20 @@ def schema_too_new(nb):
 
 
 def colliding_keys(nb):
-    """`ratios` (a name a test cell reads from the student) sent raw as a dict whose keys share a hash."""
+    """`ratios` (a name test_aggregation reads from the student's answer cell, as that cell left it) sent
+    raw as a dict whose keys share a hash: set at the end of the answer cell itself, since the judge
+    takes plain data from the answer cell's run (a later cell's value never reaches it)."""
     solve(nb)
-    _extra(nb, _code(nb), RAW + "ratios = Raw([{'$': 'dict', 'v': [[i * (2 ** 61 - 1) + 7, 0.0] "
-                                "for i in range(8000)]}])\n")
+    _code(nb).source += "\n" + RAW + "ratios = Raw([{'$': 'dict', 'v': [[i * (2 ** 61 - 1) + 7, 0.0] " \
+                                     "for i in range(8000)]}])\n"
     return nb
 
 
 CRAFTED = {"m01_solution_test": solution_flag_on_test_cell, "m02_points_text": points_as_text,
-           "m03_schema_too_new": schema_too_new, "m04_colliding_keys": colliding_keys,
+           "m03_schema_too_new": schema_too_new, COLLIDING: colliding_keys,
            KILLED: k_correct, GARBLED: k_correct}
 REPAIRED = ("m01_solution_test", "m02_points_text", "m03_schema_too_new")  # put back at ingest, graded
 EXPECTED = {  # student: text in the one flag that says why it has no points
-    "m04_colliding_keys": "over_budget(reply dict keys colliding",
     KILLED: "error(grader could not run the notebook: the grading worker ",  # died, or its pipe broke
     GARBLED: "error(grader could not run the notebook: the grading worker disconnected (UnpicklingError",
 }
@@ -205,6 +208,15 @@ def test_each_crafted_student_has_its_own_row_with_a_one_line_reason(bounded_cla
     assert float(row["auto_total"]) == 0, row
     assert EXPECTED[sid] in row["flags"], row["flags"]
     assert "\n" not in row["flags"] and "Traceback" not in row["flags"]
+
+
+def test_a_reply_over_budget_scores_0_in_the_check_reading_it_and_is_flagged(bounded_class):
+    """The judge's OverBudget (a BaseException), raised decoding `ratios` for test_aggregation, is that
+    check's failure and the student's over_budget flag; the checks that never read it keep their points."""
+    _, rows, *_ = bounded_class
+    row = rows[COLLIDING]
+    assert (row["normal"], row["boundary"], row["aggregation"]) == ("1.5", "1", "0"), row
+    assert row["flags"] == "over_budget(reply dict keys colliding over 8 per hash)", row["flags"]
 
 
 def test_no_worker_outlives_the_run(bounded_class):

@@ -6,16 +6,20 @@ bounded number of notebooks in flight, so the class is streamed and memory does 
 Dask is imported only by `DaskWorkers`, i.e. only when the instructor passes `--scheduler`.
 
 A local worker that spends longer than `student_wall_limit(config)` on one student (a watchdog far
-above the executor's own CPU-time and wall-clock limits, for a grader that hangs) is killed: that
-student fails with an OVER_BUDGET failure, the ones it had queued go to a new worker.
+above the executor's own CPU-time and wall-clock limits, for a grader that hangs) is killed by a
+thread of its own, whatever the grading loop is waiting for: that student fails with an OVER_BUDGET
+failure, the ones it had queued go to a new worker.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
@@ -32,6 +36,7 @@ PER_WORKER = 2  # notebooks in flight per worker: the one running and the next, 
 SCHEDULER_TIMEOUT = "10s"  # Dask retries a refused connection until then
 OVER_BUDGET = "over_budget: "  # a failure that names the budget it exceeded (flag over_budget)
 WALL_FACTOR = 10  # as the executor's: its wall-clock backstops are this many times its CPU limits
+WATCH_INTERVAL = 1.0  # seconds between two looks of the watchdog at the workers
 
 
 def student_wall_limit(config: Config) -> float:
@@ -84,7 +89,11 @@ class LocalWorkers:
     """`jobs` worker processes on this machine: children of this one, forked with its imports loaded.
 
     Made before this process starts any thread (so forking is safe); a system without fork
-    (macOS's default, Windows) spawns them instead, and each imports coursekit once."""
+    (macOS's default, Windows) spawns them instead, and each imports coursekit once.
+
+    The watchdog is a thread of its own (`_watch`): whatever the grading loop is doing (sending a
+    notebook to a busy worker, which waits until that worker reads it; recording a result), a worker
+    whose oldest student has run past `wall_limit` is ended, and the loop then finds its pipe closed."""
 
     def __init__(self, jobs: int, config: Config):
         import coursekit.grading.sandbox.execute  # noqa: F401 (loaded once here, inherited by every worker)
@@ -92,8 +101,14 @@ class LocalWorkers:
         self.config = config
         self.wall_limit = student_wall_limit(config)
         self.workers = []
+        self.backlog: collections.deque = collections.deque()  # tasks of a lost worker, sent before new ones
+        self._lock = threading.Lock()  # the pending lists, between the grading loop and the watchdog
+        self._overdue: dict[int, str] = {}  # pid of a worker the watchdog ended -> the student it ran
+        self._closing = threading.Event()
         for _ in range(jobs):
             self.workers.append(self._start("fork" if sys.platform.startswith("linux") else "spawn"))
+        self._watchdog = threading.Thread(target=self._watch, name="grading-watchdog", daemon=True)
+        self._watchdog.start()  # after the forks
 
     def _start(self, method: str) -> tuple:
         """A worker process: (process, its pipe, [(student id, task, time sent)] not answered yet)."""
@@ -104,21 +119,16 @@ class LocalWorkers:
         theirs.close()
         return process, mine, []
 
-    def _watchdog(self) -> Iterator[Result]:
-        """Kill a worker whose oldest student has run past the wall limit; its other students go to a new one."""
-        now = time.monotonic()
-        for worker in list(self.workers):
-            process, conn, pending = worker
-            if pending and now - pending[0][2] > self.wall_limit:
-                process.terminate()  # SIGTERM: the worker kills its kernels, then itself
-                process.join(timeout=10)
-                if process.is_alive():
-                    process.kill()
-                    process.join()
-                conn.close()
-                self.workers.remove(worker)
-                yield pending[0][0], None, f"{OVER_BUDGET}wall clock per student over {self.wall_limit:g} s"
-                self._resend(pending[1:])
+    def _watch(self) -> None:
+        """Until close(): end each worker whose oldest student has run past the wall limit."""
+        while not self._closing.wait(WATCH_INTERVAL):
+            now = time.monotonic()
+            with self._lock:
+                late = [(process, pending[0][0]) for process, _, pending in self.workers
+                        if pending and now - pending[0][2] > self.wall_limit and process.pid not in self._overdue]
+                self._overdue.update((process.pid, student_id) for process, student_id in late)
+            for process, _ in late:
+                _end(process)  # SIGTERM: the worker kills its kernels, then itself
 
     def map(self, tasks: Iterator[Task]) -> Iterator[Result]:
         tasks = iter(tasks)
@@ -126,19 +136,23 @@ class LocalWorkers:
         while True:
             for worker in list(self.workers):
                 _, conn, pending = worker
-                while more and len(pending) < PER_WORKER and worker in self.workers:
-                    task = next(tasks, None)
+                while (more or self.backlog) and len(pending) < PER_WORKER and worker in self.workers:
+                    task = self.backlog.popleft() if self.backlog else next(tasks, None)
                     if task is None:
                         more = False
                         break
+                    with self._lock:
+                        pending.append((task[0], task, time.monotonic()))
                     try:
-                        conn.send(task)
+                        conn.send(task)  # waits while a busy worker's pipe is full: the watchdog still runs
                     except (OSError, ValueError) as exc:  # a dead worker's pipe: broken, reset or closed
+                        with self._lock:
+                            pending.pop()
                         yield from self._lost(worker, f"the grading worker was gone ({reason(exc)})", [task])
-                        continue
-                    pending.append((task[0], task, time.monotonic()))
             busy = {conn: worker for worker in self.workers for conn in [worker[1]] if worker[2]}
             if not busy:
+                if more or self.backlog:  # a lost worker's tasks, for its fresh successor
+                    continue
                 return
             for conn in wait(list(busy), timeout=1.0):
                 worker = busy[conn]
@@ -150,49 +164,59 @@ class LocalWorkers:
                     why = "died" if isinstance(exc, EOFError) else f"disconnected ({reason(exc)})"
                     yield from self._lost(worker, f"the grading worker {why}")
                     continue
-                pending.pop(done)
-                if done == 0 and pending:  # the next one starts now
-                    sid, task, _ = pending[0]
-                    pending[0] = (sid, task, time.monotonic())
+                with self._lock:
+                    pending.pop(done)
+                    if done == 0 and pending:  # the next one starts now
+                        sid, task, _ = pending[0]
+                        pending[0] = (sid, task, time.monotonic())
                 yield student_id, executed, failure
-            yield from self._watchdog()
 
     def _lost(self, worker: tuple, why: str, unsent: list[Task] = ()) -> Iterator[Result]:
-        """A worker died or its pipe broke: the student it was running fails with `why`; the ones it had
-        queued (and `unsent`) go to a fresh worker, so a student who kills its worker costs no one else."""
+        """A worker died, its pipe broke, or the watchdog ended it: the student it was running fails
+        with `why` (over_budget when the watchdog ended it); the ones it had queued (and `unsent`) go to
+        a fresh worker, so a student who kills its worker costs no one else."""
         process, conn, pending = worker
-        process.terminate()  # if still alive: it kills its kernels, then itself
-        process.join(timeout=10)
-        if process.is_alive():
-            process.kill()
-            process.join()
+        _end(process)  # if still alive: it kills its kernels, then itself
         conn.close()
-        self.workers.remove(worker)
-        if pending:
-            yield pending[0][0], None, why
-        self._resend([*pending[1:], *((task[0], task, 0.0) for task in unsent)])
-
-    def _resend(self, queued: list) -> None:
-        """A fresh worker (spawned: this process has threads now, so no fork) takes `queued`."""
-        fresh = self._start("spawn")
-        self.workers.append(fresh)
-        for student_id, task, _ in queued:
-            fresh[1].send(task)
-            fresh[2].append((student_id, task, time.monotonic()))
+        with self._lock:
+            self.workers.remove(worker)
+            overdue = self._overdue.pop(process.pid, None)
+        failed = pending[:1]
+        if overdue is not None:  # ended by the watchdog: its student fails, unless it had just finished
+            why = f"{OVER_BUDGET}wall clock per student over {self.wall_limit:g} s"
+            failed = [entry for entry in failed if entry[0] == overdue]
+        for student_id, _, _ in failed:
+            yield student_id, None, why
+        self.backlog.extendleft(reversed([*(task for _, task, _ in pending[len(failed):]), *unsent]))
+        fresh = self._start("spawn")  # spawned: this process has threads now, so no fork
+        with self._lock:
+            self.workers.append(fresh)
 
     def close(self) -> None:
         """Stop the workers: at once (SIGTERM: they kill their kernels) if notebooks are still running."""
+        self._closing.set()
+        self._watchdog.join()
         for process, conn, pending in self.workers:
             if pending:
                 process.terminate()
             else:
-                conn.send(None)
+                with contextlib.suppress(OSError, ValueError):
+                    conn.send(None)
         for process, conn, _ in self.workers:
             process.join(timeout=10)
             if process.is_alive():
                 process.kill()
             conn.close()
         self.workers = []
+
+
+def _end(process: multiprocessing.process.BaseProcess) -> None:
+    """End a worker: SIGTERM (it kills its kernels, then itself), SIGKILL if it is still there 10 s later."""
+    process.terminate()
+    process.join(timeout=10)
+    if process.is_alive():
+        process.kill()
+        process.join(timeout=10)
 
 
 class DaskWorkers:
