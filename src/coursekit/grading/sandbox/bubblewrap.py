@@ -23,7 +23,6 @@ sandbox only. Run as another user, bwrap's user namespace does the same (Linux >
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import itertools
@@ -490,8 +489,11 @@ class SandboxKernelManager(AsyncKernelManager):
         self.ip = f"/proc/{init}/root{INSIDE_SOCKETS}"  # from now on this side connects through the sandbox's root
 
     async def _sandbox_init(self) -> int:
-        """Host pid of bwrap's init in the sandbox; holds its PID namespace (see remove_socket_dir)."""
-        init = await asyncio.to_thread(sandbox_init, self.provisioner.process)
+        """Host pid of bwrap's init in the sandbox; holds its PID namespace (see remove_socket_dir).
+        Waited for in this thread (milliseconds; nothing else runs in the loop while a kernel launches):
+        a wait in a helper thread (asyncio.to_thread) left a worker waiting for ever on a loaded machine,
+        its helper thread idle and the loop never woken."""
+        init = sandbox_init(self.provisioner.process)
         self._init = init
         self.namespace = pid_namespace(init)
         with contextlib.suppress(OSError):
