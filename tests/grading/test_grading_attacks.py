@@ -144,13 +144,16 @@ def sid_of(attacked: AttackedClass, kind: str) -> str:
 
 
 def hidden_test_code(source_notebook: Path) -> list[str]:
-    """Code lines of the hidden tests (their messages are the diagnostics students are meant to see)."""
-    lines = []
+    """Code lines of the hidden tests (their messages are the diagnostics students are meant to see),
+    but those that also stand in the test cells' public code (visible lines and self-checks, which the
+    runner and the student bundle show): a page that shows public code shows them there."""
+    hidden, public = [], ""
     for cell in nbformat.read(source_notebook, as_version=4).cells:
         for block in re.findall(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell.source, re.S):
-            lines += [line.strip() for line in block.split("\n") if len(line.strip()) > 20
-                      and not line.strip().startswith(('"', "f\"", "'", "#"))]
-    return lines
+            hidden += [line.strip() for line in block.split("\n") if len(line.strip()) > 20
+                       and not line.strip().startswith(('"', "f\"", "'", "#"))]
+        public += re.sub(r"### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS", "", cell.source, flags=re.S)
+    return [line for line in hidden if line not in public]
 
 
 def readable_by_students(course: Course, sid: str) -> str:
