@@ -5,6 +5,7 @@ flags and vetoes on the page."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -56,23 +58,31 @@ def wait_for_server(base: str, token: str) -> None:
     pytest.fail(f"no Jupyter server at {base}")
 
 
-@pytest.fixture(scope="module")
-def formgrader_url(instructor_class):
-    """(base URL, token, submission id of s01): formgrader on the instructor class, started once for this
-    module's browser tests and stopped after them."""
-    prepare(instructor_class)
-    port, token = free_port(), "coursekit-browser-test"
-    proc = subprocess.Popen(command(instructor_class, port, token), cwd=instructor_class.root,
+@contextlib.contextmanager
+def serving_formgrader(course: Course, token: str, student: str) -> Iterator[tuple[str, int]]:
+    """(base URL, submission id of `student`) while formgrader serves `course`; stopped after."""
+    prepare(course)
+    port = free_port()
+    proc = subprocess.Popen(command(course, port, token), cwd=course.root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_server(base, token)
-        with Gradebook(instructor_class.db_url) as gb:
-            submission = gb.find_submission_notebook("lesson11", "lesson11", "s01").id
-        yield base, token, submission
+        with Gradebook(course.db_url) as gb:
+            submission = gb.find_submission_notebook("lesson11", "lesson11", student).id
+        yield base, submission
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def formgrader_url(instructor_class):
+    """(base URL, token, submission id of s01): formgrader on the instructor class, started once for this
+    module's browser tests and stopped after them."""
+    token = "coursekit-browser-test"
+    with serving_formgrader(instructor_class, token, "s01") as (base, submission):
+        yield base, token, submission
 
 
 @pytest.mark.browser

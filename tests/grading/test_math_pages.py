@@ -11,18 +11,14 @@ from __future__ import annotations
 import copy
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 from answer_texts import references
-from nbgrader.api import Gradebook
-from test_formgrader import wait_for_server
-from test_grading_commands import free_port
+from test_formgrader import serving_formgrader
 from test_written_math import CASES, OBSERVED
 
-from coursekit.grading.formgrader import command, prepare
 from coursekit.grading.preprocessors import SanitizeStudentContent
 from coursekit.grading.records.feedback import FeedbackWriter
 
@@ -131,20 +127,9 @@ def test_the_feedback_page_runs_no_script_but_its_own(browser, math_student, tmp
 
 @pytest.fixture
 def formgrader_base(math_student):
-    course = math_student
-    prepare(course)
-    port, token = free_port(), "coursekit-math-test"
-    proc = subprocess.Popen(command(course, port, token), cwd=course.root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_server(base, token)
-        with Gradebook(course.db_url) as gb:
-            submission = gb.find_submission_notebook("lesson11", "lesson11", STUDENT).id
+    token = "coursekit-math-test"
+    with serving_formgrader(math_student, token, STUDENT) as (base, submission):
         yield base, f"{base}/formgrader/submissions/{submission}/?token={token}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 @pytest.mark.browser
