@@ -68,7 +68,7 @@ def test_each_lesson_has_its_own_rubric(project):
     assert (grpo.code_cell, grpo.columns, grpo.max_score, grpo.pass_score) == (
         "group_advantages", ("normal", "boundary", "aggregation"), 10.0, 8.0)
     assert ",".join(report_columns(grpo)) == \
-        "student_id,normal,boundary,aggregation,auto_total,manual_total,total,max_score,passed,flags"
+        "student_id,normal,boundary,aggregation,auto_total,manual_total,total,max_score,passed,flags,final_total,note"
 
 
 def test_the_profiles_list_both_lessons_in_course_order(project):
@@ -125,7 +125,8 @@ def test_a_small_class_of_the_second_lesson_is_graded_on_its_own_rubric(project,
     assert course.report_csv.name == "lesson10.csv"
     with course.report_csv.open(encoding="utf-8") as report:
         assert next(csv.reader(report)) == ["student_id", "positive", "negative", "token_mean", "auto_total",
-                                            "manual_total", "total", "max_score", "passed", "flags"]
+                                            "manual_total", "total", "max_score", "passed", "flags",
+                                            "final_total", "note"]
     rows = {r["student_id"]: r for r in csv.DictReader(course.report_csv.open(encoding="utf-8"))}
     assert [float(rows["s1"][k]) for k in ("positive", "negative", "token_mean")] == [2.0, 1.5, 0.5]
     assert [float(rows["s2"][k]) for k in ("positive", "negative", "token_mean")] == [0.0, 0.0, 0.0]
