@@ -13,6 +13,7 @@ the check's visible lines give it (the grader scores it on the student's run); t
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from traitlets.config import Config
 from coursekit.course_file import load_course, resolve_lesson
 from coursekit.errors import CourseError
 from coursekit.grading.intake.ingest import read_notebook
-from coursekit.grading.sandbox.executor import SandboxExecute
+from coursekit.grading.sandbox.executor import SandboxExecute, own_data
 from coursekit.lesson import (
     BLANK,
     GIVEN_CHECKS_TITLE,
@@ -40,9 +41,36 @@ OWN_RUN = "按你自己代码的运行结果计分"
 BARE_ASSERT = "（题目给出的断言不成立；为什么不成立，见下面各组检查的说明）"  # as the browser's Check says it
 # One kernel cell per student cell and per check. `own_run` names are read before the check's code
 # runs and compared with what it leaves; KeyboardInterrupt is the kernel's time-limit interrupt.
+# As the grader (executor.own_data, the same function, run in the kernel): plain data a check reads
+# comes from the last answer cell's (nbgrader solution cell's) run, not from a later cell; a notebook
+# without answer cells (the exercise branch's) is judged with the names as the checks find them.
+PREAMBLE = '''import copy as _ck_copy
+_ck_solution = None
+{own_data}
+def _ck_keep(names):
+    global _ck_solution
+    _ck_solution = {{}}
+    for _n in names:
+        if _n in globals():
+            try:
+                _ck_solution[_n] = ("data", _ck_copy.deepcopy(globals()[_n]))
+            except Exception:
+                _ck_solution[_n] = ("data", globals()[_n])
+def _ck_own(names, missing):
+    import types
+    now = {{_n: ({{"$": "callable", "v": globals()[_n]}} if callable(globals()[_n])
+                 or isinstance(globals()[_n], types.ModuleType) else ("data", globals()[_n]))
+           for _n in names if _n in globals()}}
+    if _ck_solution is None:
+        judged = now
+    else:
+        judged = own_data(now, _ck_solution)
+    return {{_n: (judged[_n]["v"] if isinstance(judged[_n], dict) else judged[_n][1]) if _n in judged else missing
+            for _n in names}}
+'''
 HARNESS = '''import json as _ck_json, traceback as _ck_tb
 _ck_missing = object()
-_ck_before = {{_n: globals().get(_n, _ck_missing) for _n in {own_run!r}}}
+_ck_before = _ck_own({own_run!r}, _ck_missing)
 try:
     exec(compile({source!r}, {name!r}, "exec"), globals())
     _ck_result = {{"ok": True}}
@@ -69,7 +97,8 @@ if _ck_result["ok"]:
     elif _ck_wrong:
         _ck_result = {{"ok": False, "line": None, "error": "；".join(
             f"你的 {{_n}} = {{_ck_before[_n]!r}}，应为 {{globals().get(_n)!r}}" for _n in _ck_wrong)}}
-print({mark!r} + _ck_json.dumps(_ck_result, ensure_ascii=False))'''
+print({mark!r} + _ck_json.dumps(_ck_result, ensure_ascii=False))
+{after}'''
 
 
 @dataclass
@@ -121,11 +150,15 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
     mine = student_cells(nb)
     run_nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
                                                                 "display_name": "Python 3"}})
-    cells = [(c.source, ()) for c in mine] + [(c.code, c.own_run) for c in checks]
+    read = sorted({name for c in checks for name in c.own_run})
+    keep = f"_ck_keep({read!r})"  # after each answer cell: the data it left, as the grader keeps it
+    cells = ([(c.source, (), keep if c.metadata.get("nbgrader", {}).get("solution") is True else "")
+              for c in mine] + [(c.code, c.own_run, "") for c in checks])
     run_nb.cells = [nbformat.v4.new_code_cell(HARNESS.format(source=source, name=f"<cell {k}>", mark=MARK,
                                                              own_run=list(own_run), timeout=timeout,
-                                                             students=len(mine)))
-                    for k, (source, own_run) in enumerate(cells)]
+                                                             students=len(mine), after=after))
+                    for k, (source, own_run, after) in enumerate(cells)]
+    run_nb.cells.insert(0, nbformat.v4.new_code_cell(PREAMBLE.format(own_data=inspect.getsource(own_data))))
     config = Config()
     config.SandboxExecute.timeout = timeout
     config.SandboxExecute.sandbox = False  # the student's own code on the student's machine (any OS)
@@ -137,7 +170,8 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
         report.ok = False
         report.lines.append(f"  ✗ 还有 {blanks} 处 {BLANK} 没有填写")
     cells_ok = True
-    for number, ran in enumerate(run_nb.cells[:len(mine)], start=1):
+    ran_cells = run_nb.cells[1:]  # after the preamble
+    for number, ran in enumerate(ran_cells[:len(mine)], start=1):
         result = _result(ran)
         if not result.get("ok"):
             report.ok = cells_ok = False
@@ -151,7 +185,7 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
         report.ok = False
         report.lines.append(f"  ✗ {GIVEN_CHECKS_TITLE}：" + "、".join(f"`{line}`" for line in gone)
                             + f" 被删除或改动；{GIVEN_CHECKS_VETO}")
-    for check, ran in zip(checks, run_nb.cells[len(mine):], strict=True):
+    for check, ran in zip(checks, ran_cells[len(mine):], strict=True):
         result = _result(ran)
         head = f"{check.title}（{check.points} 分{'，' + OWN_RUN if check.own_run else ''}）"
         report.passed[check.id] = bool(result.get("ok"))
