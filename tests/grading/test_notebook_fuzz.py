@@ -156,7 +156,11 @@ def descendants() -> list[str]:
                 state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] \
                     if Path(f"/proc/{pid}").exists() else "?"
                 if state != "Z":
-                    mine.append(str(pid))
+                    try:
+                        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:80]
+                    except OSError:
+                        cmdline = b"?"
+                    mine.append(f"{pid} ({state}, parent {parents[pid]}): {cmdline.decode(errors='replace')}")
                 break
             seen.add(up)
             up = parents.get(up)

@@ -62,3 +62,16 @@ def test_a_student_that_never_finishes_is_ended_at_the_wall_limit_while_the_loop
     assert finished, f"the class was held {held:.0f} s by one student (wall limit {WALL_LIMIT:g} s)"
     assert results == {"a_hangs": (None, f"over_budget: wall clock per student over {WALL_LIMIT:g} s"),
                        "b_next": ("graded b_next", None), "c_last": ("graded c_last", None)}
+
+
+def test_close_leaves_no_process_of_the_pool_a_spawned_worker_and_its_resource_tracker_included():
+    import psutil
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    workers = pool.LocalWorkers(1, Config())
+    with workers._lock:
+        workers.workers.append(workers._start("spawn"))  # as _lost does: a fresh worker, spawned
+    workers.close()
+    left = [" ".join(p.cmdline())[:80] for p in psutil.Process().children(recursive=True)
+            if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    assert left == []

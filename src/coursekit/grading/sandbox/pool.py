@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 
 from traitlets.config import Config
@@ -36,6 +37,7 @@ PER_WORKER = 2  # notebooks in flight per worker: the one running and the next, 
 SCHEDULER_TIMEOUT = "10s"  # Dask retries a refused connection until then
 OVER_BUDGET = "over_budget: "  # a failure that names the budget it exceeded (flag over_budget)
 WALL_FACTOR = 10  # as the executor's: its wall-clock backstops are this many times its CPU limits
+CLOSE_GRACE = 30.0  # seconds close() waits for the workers to finish on their own, all together
 WATCH_INTERVAL = 1.0  # seconds between two looks of the watchdog at the workers
 
 
@@ -105,6 +107,7 @@ class LocalWorkers:
         self._lock = threading.Lock()  # the pending lists, between the grading loop and the watchdog
         self._overdue: dict[int, str] = {}  # pid of a worker the watchdog ended -> the student it ran
         self._closing = threading.Event()
+        self._own_tracker = False
         for _ in range(jobs):
             self.workers.append(self._start("fork" if sys.platform.startswith("linux") else "spawn"))
         self._watchdog = threading.Thread(target=self._watch, name="grading-watchdog", daemon=True)
@@ -113,6 +116,8 @@ class LocalWorkers:
     def _start(self, method: str) -> tuple:
         """A worker process: (process, its pipe, [(student id, task, time sent)] not answered yet)."""
         context = multiprocessing.get_context(method)
+        if method != "fork" and getattr(resource_tracker._resource_tracker, "_pid", 0) is None:
+            self._own_tracker = True  # spawning starts multiprocessing's resource tracker: ours to stop
         mine, theirs = context.Pipe()
         process = context.Process(target=_serve, args=(theirs, self.config), daemon=True)
         process.start()
@@ -202,12 +207,18 @@ class LocalWorkers:
             else:
                 with contextlib.suppress(OSError, ValueError):
                     conn.send(None)
+        deadline = time.monotonic() + CLOSE_GRACE  # each worker closes its runner (spare kernel, zygote)
+        for process, _, _ in self.workers:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
         for process, conn, _ in self.workers:
-            process.join(timeout=10)
             if process.is_alive():
-                process.kill()
+                _end(process)  # SIGTERM: it kills its kernels and zygote; SIGKILL if it is still there
             conn.close()
         self.workers = []
+        if self._own_tracker:  # no process of this pool outlives close(): the tracker is waited for too
+            self._own_tracker = False
+            with contextlib.suppress(Exception):
+                resource_tracker._resource_tracker._stop()
 
 
 def _end(process: multiprocessing.process.BaseProcess) -> None:
@@ -216,7 +227,7 @@ def _end(process: multiprocessing.process.BaseProcess) -> None:
     process.join(timeout=10)
     if process.is_alive():
         process.kill()
-        process.join(timeout=10)
+        process.join()  # SIGKILL cannot be refused: it is gone soon, and reaped here
 
 
 class DaskWorkers:
