@@ -4,6 +4,7 @@ sanitiser of student content."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import shutil
@@ -52,15 +53,26 @@ print("SEEN" + json.dumps({
 '''
 
 
-async def _run_in_sandbox(code: str) -> tuple[dict, dict, list[int]]:
-    """Run code in one sandboxed kernel; return what it printed after SEEN, its report, and the
-    processes of its sandbox left a moment after shutdown."""
+@contextlib.asynccontextmanager
+async def armed_sandbox_kernel():
+    """(manager, client) of one sandboxed kernel with its audit hook armed; shut down after."""
     km = SandboxKernelManager(kernel_name="python3")
     await km.start_kernel(extra_arguments=[f"--IPKernelApp.exec_lines={[ARM_LINE]!r}"])
     kc = km.client()
     kc.start_channels()
     try:
         await kc.wait_for_ready(timeout=60)
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        await km.shutdown_kernel(now=True)
+        km.remove_socket_dir()
+
+
+async def _run_in_sandbox(code: str) -> tuple[dict, dict, list[int]]:
+    """Run code in one sandboxed kernel; return what it printed after SEEN, its report, and the
+    processes of its sandbox left a moment after shutdown."""
+    async with armed_sandbox_kernel() as (km, kc):
         started = len(km.sandbox_processes())
         seen = {}
 
@@ -71,10 +83,6 @@ async def _run_in_sandbox(code: str) -> tuple[dict, dict, list[int]]:
         reply = await kc.execute_interactive("", timeout=60, user_expressions={"r": REPORT})
         report = json.loads(reply["content"]["user_expressions"]["r"]["data"]["application/json"]["reply"])
         assert len(km.sandbox_processes()) == started
-    finally:
-        kc.stop_channels()
-        await km.shutdown_kernel(now=True)
-        km.remove_socket_dir()
     for _ in range(50):
         if not sandbox.processes_in(km.namespace):
             break

@@ -13,6 +13,7 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from test_grading_sandbox import armed_sandbox_kernel
 
 from coursekit.grading.judge.verdicts import read_observed
 from coursekit.grading.sandbox import kernel_side
@@ -48,19 +49,10 @@ print("done")
 
 async def _observed_after(code: str) -> list[tuple[str, str]]:
     """The supervisor's records of one sandboxed kernel that ran `code` (after its start-up's)."""
-    km = SandboxKernelManager(kernel_name="python3")
-    await km.start_kernel(extra_arguments=[f"--IPKernelApp.exec_lines={[ARM_LINE]!r}"])
-    kc = km.client()
-    kc.start_channels()
-    try:
-        await kc.wait_for_ready(timeout=60)
+    async with armed_sandbox_kernel() as (km, kc):
         await kc.execute_interactive(code, timeout=60)
         await kc.execute_interactive("", timeout=60)  # the supervisor writes before the syscall returns
         return read_observed(km.observed)
-    finally:
-        kc.stop_channels()
-        await km.shutdown_kernel(now=True)
-        km.remove_socket_dir()
 
 
 def _in_sandbox(code: str) -> list[tuple[str, str]]:
