@@ -1,14 +1,17 @@
 """Shared fixtures: the project root, the seed's exercise cell, a static file server, one Chromium, a stale
-matplotlib font cache, and committed (git HEAD) files; and the session's leftover check: a run that leaves
-a process of its own running (a server, a kernel, a sandbox, a database) fails, naming it and the test.
+matplotlib font cache, and committed (git HEAD) files; and the session's leftover checks: a run that leaves
+a process of its own running (a server, a kernel, a sandbox, a database) fails, naming it and the test, and
+so does a run that leaves a grading sandbox's folder (`ck-*`) in the temp folder.
 """
 
 import functools
 import http.server
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -318,8 +321,60 @@ def processes_gone() -> Callable[..., None]:
     return assert_stopped
 
 
+# ---- nothing a grading sandbox puts in the temp folder outlives the session
+# The session gets a temp folder of its own (TMPDIR, inherited by every process it starts; tempfile's cached
+# choice is reset), so what other runs on this machine leave or remove there meanwhile is not counted; pytest's
+# own folders stay where they were (PYTEST_DEBUG_TEMPROOT). At the end, any `ck-*` entry in it (what
+# SandboxKernelManager, execute.Runner and pool.LocalWorkers make: a kernel's socket folder and records, a
+# worker's root, a working folder) is a leak: the run fails, naming them. Then the folder is removed.
+SANDBOX_LEFTOVERS = "ck-*"
+_TEMP = pytest.StashKey[tuple]()  # (the session's temp folder, TMPDIR before it)
+
+
+def temp_leftovers(folder: Path) -> list[str]:
+    """The grading sandboxes' entries in a temp folder, one line each (name, kind, what is in it)."""
+    lines = []
+    for entry in sorted(folder.glob(SANDBOX_LEFTOVERS)):
+        inside = sorted(p.name for p in entry.iterdir())[:5] if entry.is_dir() else []
+        lines.append(f"{entry.name}{'/' if entry.is_dir() else ''} {' '.join(inside)}".rstrip())
+    return lines
+
+
+def _own_temp_folder(session: pytest.Session) -> None:
+    system_temp = tempfile.gettempdir()
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", system_temp)
+    folder = tempfile.mkdtemp(prefix="coursekit-tests-", dir=system_temp)
+    session.config.stash[_TEMP] = (folder, os.environ.get("TMPDIR"))
+    os.environ["TMPDIR"] = folder
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def _check_temp_folder(session: pytest.Session) -> None:
+    folder, before = session.config.stash.get(_TEMP, (None, None))
+    if folder is None:
+        return
+    left = temp_leftovers(Path(folder))
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = None
+    shutil.rmtree(folder, ignore_errors=True)
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    title = f"{len(left)} grading sandbox folder(s) the tests left in the temp folder (now removed)"
+    if reporter:
+        reporter.write("\n")
+        reporter.write_sep("=", title, red=True)
+    for line in left if reporter else [title, *left]:
+        reporter.write_line(line, red=True) if reporter else print(line, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ[SESSION_VAR] = uuid.uuid4().hex
+    _own_temp_folder(session)
     session.config.stash[_BEFORE] = {p.pid for p in session_processes()}
     session.config.stash[_STARTED] = (time.monotonic(), os.getloadavg()[0])
 
@@ -330,6 +385,11 @@ def pytest_runtest_logstart(nodeid: str, location: object) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     os.environ.pop(TEST_VAR, None)
+    _check_processes(session)
+    _check_temp_folder(session)  # after the processes: a leftover kernel is ended before its folder is looked at
+
+
+def _check_processes(session: pytest.Session) -> None:
     before = session.config.stash.get(_BEFORE, set())
     deadline = time.monotonic() + LEFTOVER_GRACE_S
     while (left := [p for p in session_processes() if p.pid not in before]) and time.monotonic() < deadline:

@@ -1,6 +1,8 @@
-"""The suite's own leftover check (tests/conftest.py, issue 34): a session whose test leaves a process
+"""The suite's own leftover checks (tests/conftest.py, issue 34): a session whose test leaves a process
 running, even an orphan re-parented away from pytest, fails naming it and the test, and the process is
-killed; a session that stops what it starts passes."""
+killed; a session that stops what it starts passes. A session that leaves a grading sandbox's folder
+(`ck-*`) in its temp folder fails naming it; what another run leaves in its own temp folder meanwhile
+is not counted."""
 
 from __future__ import annotations
 
@@ -53,3 +55,43 @@ def test_a_session_that_stops_what_it_starts_passes(tmp_path) -> None:
     done = run_session(tmp_path, LEAKY.split("def test_leaves")[0])
     assert done.returncode == 0, done.stdout[-3000:]
     assert "still running" not in done.stdout
+
+
+TEMP_LEAKS = '''import os, tempfile
+from pathlib import Path
+
+def test_runs_with_a_temp_folder_of_its_own():
+    assert tempfile.gettempdir() == os.environ["TMPDIR"] != os.environ["OUTER_TEMP"]
+
+def test_another_run_leaves_a_folder_in_its_own_temp_folder():
+    Path(tempfile.mkdtemp(prefix="ck-", dir=os.environ["OUTER_TEMP"]), "kernel.json").touch()
+
+def test_leaves_a_kernels_folder():
+    folder = tempfile.mkdtemp(prefix="ck-")
+    Path(folder, "kernel.json").touch()
+    Path(folder + ".observed").touch()
+
+def test_cleans_up_its_own():
+    os.rmdir(tempfile.mkdtemp(prefix="ck-grade-"))
+'''
+
+
+def test_a_session_that_leaves_a_sandbox_folder_in_the_temp_folder_fails_naming_it(tmp_path, monkeypatch) -> None:
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    monkeypatch.setenv("OUTER_TEMP", str(outer))
+    done = run_session(tmp_path, TEMP_LEAKS)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "4 passed" in done.stdout, done.stdout[-3000:]
+    assert "2 grading sandbox folder(s) the tests left in the temp folder (now removed)" in done.stdout
+    assert re.search(r"^ck-\w+/ kernel\.json$", done.stdout, re.M), done.stdout[-3000:]
+    assert re.search(r"^ck-\w+\.observed$", done.stdout, re.M), done.stdout[-3000:]
+    assert len(list(outer.glob("ck-*"))) == 1  # another run's: neither counted nor removed
+
+
+def test_a_session_that_removes_its_sandbox_folders_passes(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("OUTER_TEMP", str(tmp_path))
+    done = run_session(tmp_path, TEMP_LEAKS.split("def test_another")[0] + "def test_cleans" +
+                       TEMP_LEAKS.split("def test_cleans")[1])
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "grading sandbox folder" not in done.stdout

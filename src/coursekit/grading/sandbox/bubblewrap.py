@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import itertools
 import json
 import os
@@ -128,17 +129,90 @@ class SandboxMemory:
 
     def remove(self) -> None:
         """End whatever is left in the group, then remove it."""
-        if self.folder is None or not self.folder.is_dir():
+        if self.folder is not None:
+            _remove_cgroup(self.folder)
+
+
+def _remove_cgroup(folder: Path) -> None:
+    """End every process left in a memory cgroup and its subgroups, then remove them (as rmdir(2) must:
+    the subgroups first)."""
+    if not folder.is_dir():
+        return
+    with contextlib.suppress(OSError):
+        for sub in folder.iterdir():
+            if sub.is_dir():
+                _remove_cgroup(sub)
+    for _ in range(50):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
             return
-        for _ in range(50):
-            with contextlib.suppress(OSError):
-                self.folder.rmdir()
-                return
-            with contextlib.suppress(OSError):
-                for pid in (self.folder / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(OSError):
-                        os.kill(int(pid), 9)
-            time.sleep(0.02)
+        with contextlib.suppress(OSError):
+            for pid in (folder / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    os.kill(int(pid), 9)
+        time.sleep(0.02)
+
+
+# ---------------------------------------------------------------- what the sandboxes leave on the host
+
+ROOT_PREFIX = "ck-run-"  # one per grading worker (SandboxRoot), in the temp folder
+ROOT_LOCK = ".lock"
+
+
+class SandboxRoot:
+    """One private folder that holds everything the sandboxes of one grading worker put on the grader's
+    disk (each kernel's socket folder and connection file, the supervisor's records, the working
+    folders), with one memory cgroup of the same name above theirs (SandboxMemory).
+
+    Made by the process that outlives the worker (the pool; a Dask worker's runner for itself), which
+    removes it whole, whatever became of the worker: closed, lost, killed by the watchdog or by a
+    signal. Its lock file stays locked (flock) while the process that made it, or a worker forked from
+    it, lives: a root whose lock is free belongs to no living process, whose run was itself killed before
+    it could remove it, and the next run removes it (remove_stale_roots)."""
+
+    def __init__(self) -> None:
+        self.path = tempfile.mkdtemp(prefix=ROOT_PREFIX)  # short: unix socket paths are limited to 107 bytes
+        self._lock: int | None = os.open(os.path.join(self.path, ROOT_LOCK),
+                                         os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+
+    def remove(self) -> None:
+        """Remove the folder and its cgroups, with whatever is in them (a process left there is killed)."""
+        if self._lock is None:
+            return
+        remove_root(self.path)
+        os.close(self._lock)
+        self._lock = None
+
+
+def remove_root(path: str) -> None:
+    """Remove a sandbox root's folder and the memory cgroups named after it."""
+    shutil.rmtree(path, ignore_errors=True)
+    if memory_cgroup_usable():
+        _remove_cgroup(MEMORY_CGROUP / CGROUP_PARENT / os.path.basename(path))
+
+
+def remove_stale_roots() -> list[str]:
+    """Remove the sandbox roots of this user in the temp folder that no living process holds (their run
+    was killed before it could remove them); return their paths. A root still being made (no lock file
+    yet) or held by a run going on is left alone."""
+    removed = []
+    for path in sorted(Path(tempfile.gettempdir()).glob(ROOT_PREFIX + "*")):
+        try:
+            if path.stat().st_uid != os.geteuid():
+                continue
+            lock = os.open(path / ROOT_LOCK, os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(lock)
+            continue
+        remove_root(str(path))
+        os.close(lock)
+        removed.append(str(path))
+    return removed
 
 
 def sandbox_uid() -> int | None:
@@ -419,10 +493,10 @@ class SandboxKernelManager(AsyncKernelManager):
         super().__init__(**kwargs)
         self.limits = Limits()
         self.sandboxed = True
-        self.socket_dir = tempfile.mkdtemp(prefix="ck-")  # short: unix socket paths are limited to 107 bytes
+        self.folder: str | None = None  # where its socket folder goes: a SandboxRoot's path (None: the temp folder)
+        self.socket_dir = ""  # made when the kernel starts (_make_socket_dir), removed by remove_socket_dir
+        self.observed = ""  # the supervisor's records: outside the sandbox, beside the socket folder
         self.transport = "ipc"
-        self.connection_file = os.path.join(self.socket_dir, "kernel.json")
-        self.observed = self.socket_dir + ".observed"  # the supervisor's records: outside the sandbox
         self._filter_fd: int | None = None
         self.namespace: str | None = None
         self._namespace_fd: int | None = None
@@ -440,7 +514,16 @@ class SandboxKernelManager(AsyncKernelManager):
     def kernel_spec(self) -> KernelSpec:
         return self._spec
 
+    def _make_socket_dir(self) -> None:
+        """The kernel's folder on the host: its connection file, its sockets without a sandbox."""
+        if self.socket_dir:
+            return
+        self.socket_dir = tempfile.mkdtemp(prefix="ck-", dir=self.folder)  # short: socket paths <= 107 bytes
+        self.connection_file = os.path.join(self.socket_dir, "kernel.json")
+        self.observed = self.socket_dir + ".observed"
+
     async def _async_pre_start_kernel(self, **kw):
+        self._make_socket_dir()
         if self.sandboxed:  # the kernel's view; ports are just suffixes of the socket files
             self.ip = INSIDE_SOCKETS
             self.shell_port, self.iopub_port, self.stdin_port, self.hb_port, self.control_port = range(1, 6)
@@ -484,7 +567,11 @@ class SandboxKernelManager(AsyncKernelManager):
         if self.zygote is None:
             self.zygote = self._own_zygote = KernelZygote()
         config, argv = self._kernel_request
-        self.memory = SandboxMemory(os.path.basename(self.socket_dir), self.limits.sandbox_memory)
+        # under its root's group when it has one (SandboxRoot): removed with it, whatever became of this process
+        name = os.path.basename(self.socket_dir)
+        if self.folder is not None:
+            name = f"{os.path.basename(self.folder)}/{name}"
+        self.memory = SandboxMemory(name, self.limits.sandbox_memory)
         self.zygote.start_kernel(init, self.namespace, config, argv, self.observed, cgroup=self.memory.create())
         self.ip = f"/proc/{init}/root{INSIDE_SOCKETS}"  # from now on this side connects through the sandbox's root
 
@@ -550,9 +637,10 @@ class SandboxKernelManager(AsyncKernelManager):
         namespace's id from going to a new sandbox (of this or another worker) while this one's
         leftovers are looked for by that id (processes_in), which would then find, and kill, the
         processes of the new one."""
-        shutil.rmtree(self.socket_dir, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.remove(self.observed)
+        if self.socket_dir:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.remove(self.observed)
         if self.memory is not None:
             self.memory.remove()
         if self._own_zygote is not None:

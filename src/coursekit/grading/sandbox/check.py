@@ -163,7 +163,9 @@ def check_notebook(nb: nbformat.NotebookNode, checks: list[VisibleCheck], timeou
     config.SandboxExecute.timeout = timeout
     config.SandboxExecute.sandbox = False  # the student's own code on the student's machine (any OS)
     with tempfile.TemporaryDirectory(prefix="ck-check-") as tmp:
-        SandboxExecute(config=config).preprocess(run_nb, {"metadata": {"path": tmp}})
+        executor = SandboxExecute(config=config)
+        executor.folder = tmp  # the kernel's folder too: removed with tmp, however the run ends
+        executor.preprocess(run_nb, {"metadata": {"path": tmp}})
     report = Report()
     blanks = sum(c.source.count(BLANK) for c in mine)
     if blanks:

@@ -19,6 +19,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 
 import nbformat
@@ -26,7 +27,7 @@ from jupyter_core.utils import run_sync
 from traitlets.config import Config
 
 from coursekit.grading.course import worker_steps
-from coursekit.grading.sandbox.bubblewrap import KernelZygote, become_subreaper
+from coursekit.grading.sandbox.bubblewrap import KernelZygote, SandboxRoot, become_subreaper
 from coursekit.grading.sandbox.executor import SandboxExecute
 
 
@@ -39,10 +40,18 @@ class _Kernel:
 
 
 class Runner:
-    """Runs submissions one after another, each in its own fresh kernel, with the next one booting."""
+    """Runs submissions one after another, each in its own fresh kernel, with the next one booting.
 
-    def __init__(self, config: Config):
+    Everything its sandboxes put on disk goes into `folder`: the root the pool made for this worker
+    (and removes whole when the worker is gone), or else a SandboxRoot of the runner's own, removed by
+    close() (or when the runner is collected, or at exit)."""
+
+    def __init__(self, config: Config, folder: str | None = None):
         self.config = config
+        self._root = SandboxRoot() if folder is None else None
+        self.folder = folder if self._root is None else self._root.path
+        if self._root is not None:
+            weakref.finalize(self, self._root.remove)
         steps, _ = worker_steps(config.Autograde.autograde_preprocessors)
         if not steps or steps[0] is not SandboxExecute:
             raise ValueError("the autograde pipeline must start with SandboxExecute")
@@ -53,9 +62,9 @@ class Runner:
         self.current: _Kernel | None = None
 
     def _start(self) -> _Kernel:
-        scratch = tempfile.mkdtemp(prefix="ck-grade-")  # the kernel's working folder, not the course
+        scratch = tempfile.mkdtemp(prefix="ck-grade-", dir=self.folder)  # the kernel's working folder, not the course
         executor = SandboxExecute(config=self.config)
-        executor.zygote = self.zygote
+        executor.zygote, executor.folder = self.zygote, self.folder
         executor.km = executor.create_kernel_manager()
         executor.start_new_kernel(cwd=scratch)  # returns once the process is launched; it boots meanwhile
         return _Kernel(executor, scratch)
@@ -90,6 +99,8 @@ class Runner:
             self._stop(self.spare)
             self.spare = None
         self.zygote.close()
+        if self._root is not None:
+            self._root.remove()
 
     def kill(self) -> None:
         """SIGKILL every kernel of this runner now (from a signal handler: no event loop needed)."""

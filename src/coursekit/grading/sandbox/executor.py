@@ -134,6 +134,7 @@ class SandboxExecute(Execute):
         kwargs.setdefault("kernel_manager_class", SandboxKernelManager)
         super().__init__(*args, **kwargs)
         self.zygote: KernelZygote | None = None  # a grading worker's; else each kernel has one of its own
+        self.folder: str | None = None  # where its kernels' folders go (a grading worker's SandboxRoot); None: temp
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -141,6 +142,7 @@ class SandboxExecute(Execute):
                            processes=self.process_limit, scratch=self.scratch_size)
         km.sandboxed = self.sandbox
         km.zygote = self.zygote
+        km.folder = self.folder
         return km
 
     async def async_start_new_kernel(self, **kwargs):
@@ -207,6 +209,21 @@ class SandboxExecute(Execute):
         NotebookClient.__init__(self, nb, km)
         self.reset_execution_trackers()
         self._check_assign_resources(resources)
+        if self.km is None:
+            self.km = self.create_kernel_manager()
+        manager = self.km
+        try:
+            return self._run(resources)
+        except BaseException:
+            if self.owns_km:  # a kernel of its own: ended (setup_kernel ends it, or never started), folder removed
+                if manager.has_kernel:
+                    with contextlib.suppress(Exception):
+                        run_sync(manager.shutdown_kernel)(now=True)
+                manager.remove_socket_dir()
+            raise
+
+    def _run(self, resources: dict) -> tuple[NotebookNode, dict]:
+        """preprocess's run of the notebook in a kernel, the judging, and the sandbox's end."""
         with self.setup_kernel():
             manager = self.km
             self._links = _Links(self.kc)
@@ -432,7 +449,7 @@ class SandboxExecute(Execute):
             if cell.cell_type == "code":
                 cell.outputs = []
         replay = SandboxExecute(config=self.config, replay=True)
-        replay.zygote = self.zygote
+        replay.zygote, replay.folder = self.zygote, self.folder
         replay.preprocess(again, copy.deepcopy(resources))
         for position, (cell, _, _) in zip(positions, self._pending, strict=True):
             verdict = [o for o in again.cells[position].outputs if o.output_type == "error"]

@@ -5,6 +5,10 @@ Both take (student_id, sanitised notebook JSON) pairs from an iterator and yield
 bounded number of notebooks in flight, so the class is streamed and memory does not grow with it.
 Dask is imported only by `DaskWorkers`, i.e. only when the instructor passes `--scheduler`.
 
+Each local worker's sandboxes keep everything they put on disk in one folder of its own (a
+SandboxRoot this process makes and removes whole once the worker has ended: closed, lost or killed),
+so no grading run leaves anything in the temp folder, whatever became of its workers.
+
 A local worker that spends longer than `student_wall_limit(config)` on one student (a watchdog far
 above the executor's own CPU-time and wall-clock limits, for a grader that hangs) is killed by a
 thread of its own, whatever the grading loop is waiting for: that student fails with an OVER_BUDGET
@@ -29,6 +33,7 @@ from traitlets.config import Config
 
 from coursekit.errors import CourseError
 from coursekit.grading.boundary import StudentStep, reason
+from coursekit.grading.sandbox.bubblewrap import SandboxRoot, remove_stale_roots
 from coursekit.grading.judge.trusted import OverBudget
 
 Task = tuple[str, str]
@@ -55,12 +60,13 @@ def _failure(exc: BaseException) -> str:
     return reason(exc)
 
 
-def _serve(conn: Connection, config: Config) -> None:
-    """A local worker: run the tasks sent over conn until None or the pipe closes."""
+def _serve(conn: Connection, config: Config, folder: str) -> None:
+    """A local worker: run the tasks sent over conn until None or the pipe closes, its sandboxes' files
+    in `folder` (the parent's, which removes it)."""
     from coursekit.grading.sandbox.execute import Runner
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for `coursekit grade`, which then stops us
-    runner = Runner(config)
+    runner = Runner(config, folder)
 
     def stop(signum, frame):
         runner.kill()  # no kernel outlives its worker
@@ -108,6 +114,8 @@ class LocalWorkers:
         self._overdue: dict[int, str] = {}  # pid of a worker the watchdog ended -> the student it ran
         self._closing = threading.Event()
         self._own_tracker = False
+        self._roots: dict[int, SandboxRoot] = {}  # id of a worker's pipe -> its sandboxes' folder
+        remove_stale_roots()  # those of earlier runs that were killed before they could remove theirs
         for _ in range(jobs):
             self.workers.append(self._start("fork" if sys.platform.startswith("linux") else "spawn"))
         self._watchdog = threading.Thread(target=self._watch, name="grading-watchdog", daemon=True)
@@ -119,10 +127,18 @@ class LocalWorkers:
         if method != "fork" and getattr(resource_tracker._resource_tracker, "_pid", 0) is None:
             self._own_tracker = True  # spawning starts multiprocessing's resource tracker: ours to stop
         mine, theirs = context.Pipe()
-        process = context.Process(target=_serve, args=(theirs, self.config), daemon=True)
+        root = SandboxRoot()
+        process = context.Process(target=_serve, args=(theirs, self.config, root.path), daemon=True)
         process.start()
         theirs.close()
+        self._roots[id(mine)] = root
         return process, mine, []
+
+    def _remove_root(self, conn: Connection) -> None:
+        """Remove an ended worker's folder, with whatever its sandboxes left there."""
+        root = self._roots.pop(id(conn), None)
+        if root is not None:
+            root.remove()
 
     def _watch(self) -> None:
         """Until close(): end each worker whose oldest student has run past the wall limit."""
@@ -182,6 +198,7 @@ class LocalWorkers:
         a fresh worker, so a student who kills its worker costs no one else."""
         process, conn, pending = worker
         _end(process)  # if still alive: it kills its kernels, then itself
+        self._remove_root(conn)
         conn.close()
         with self._lock:
             self.workers.remove(worker)
@@ -213,6 +230,7 @@ class LocalWorkers:
         for process, conn, _ in self.workers:
             if process.is_alive():
                 _end(process)  # SIGTERM: it kills its kernels and zygote; SIGKILL if it is still there
+            self._remove_root(conn)
             conn.close()
         self.workers = []
         if self._own_tracker:  # no process of this pool outlives close(): the tracker is waited for too
