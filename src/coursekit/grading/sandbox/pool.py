@@ -33,8 +33,8 @@ from traitlets.config import Config
 
 from coursekit.errors import CourseError
 from coursekit.grading.boundary import StudentStep, reason
-from coursekit.grading.sandbox.bubblewrap import SandboxRoot, remove_stale_roots
 from coursekit.grading.judge.trusted import OverBudget
+from coursekit.grading.sandbox.bubblewrap import SandboxRoot, remove_stale_roots
 
 Task = tuple[str, str]
 Result = tuple[str, str | None, str | None]
