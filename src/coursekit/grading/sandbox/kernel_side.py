@@ -54,7 +54,12 @@ OWN_CALLBACK_MODULES = ("IPython", "ipykernel", "matplotlib_inline", "matplotlib
 CONTROL_EXIT_WAIT = 10.0  # seconds; ipykernel's own flush timeout
 STREAM_CHUNK = 1 << 20    # characters of printed text per message
 
-_state: dict = {"armed": False, "events": [], "refs": [], "baseline": {}}
+_state: dict = {"armed": False, "events": [], "refs": [], "baseline": {}, "sandboxed": False}
+# A sandbox's folders that only hold its mount points ("/", /home, /etc, the folders above the environment)
+# are recorded as this one record: what they list is the sandbox's own layout, nothing of the host's, and
+# which of them a walk of "/" reaches before it stops depends on the host's trees it walked and the clock
+# (the same class graded twice must give the same records).
+LAYOUT = "the sandbox's own folders"
 
 
 class _TooBig(Exception):
@@ -291,7 +296,7 @@ def _outside(path) -> str | None:
     if full.startswith(_state["cell_prefix"]):
         return None  # ipykernel's own files of the cells' code
     if not any(full == p or full.startswith(p.rstrip("/") + "/") for p in _state["allowed"]):
-        return full
+        return LAYOUT if _state["sandboxed"] and _holds_mounts(full, _state["allowed"]) else full
     folder = os.path.dirname(full)
     while any(c in folder for c in "*?["):  # a glob pattern: its fixed part
         folder = os.path.dirname(folder)
@@ -796,6 +801,12 @@ def _outside_all(path: str, allowed: list[str]) -> bool:
     return not any(_under(path, p) for p in allowed)
 
 
+def _holds_mounts(full: str, trees: list[str]) -> bool:
+    """Whether, in a sandbox showing `trees`, `full` is a folder bwrap made only to hold their mount
+    points: "/" or a folder above one of them, itself outside all of them (see LAYOUT)."""
+    return _outside_all(full, trees) and any(p.startswith(full.rstrip("/") + "/") for p in trees)
+
+
 def _secret(full: str, own: tuple[str, ...]) -> bool:
     """Whether a path names a host secret, even under a tree the sandbox allows: credential files of
     the system (SECRET_PATHS), of a user (a SECRET_NAMES folder or file anywhere), and what another
@@ -819,16 +830,19 @@ def _observed(kind: str, detail: str, python: list[str], allowed: list[str], scr
     in the sandbox; the `allowed` trees; the scratch folders). Recorded even under an allowed tree: a host secret
     (`_secret`). In a scratch folder, recorded: a path in a folder that does not exist there (a guess
     at the grader's files, /tmp/...), or in a folder bwrap made only to hold the environment's mount
-    point (a checkout under /tmp: a guess at its other files)."""
+    point (a checkout under /tmp: a guess at its other files). Such a folder itself (`/`, /home, the
+    folders above the environment) is recorded as LAYOUT, whichever it is."""
     if kind in ("file", "network") and (kind == "file" or detail.startswith("/")):
         full = os.path.normpath(os.path.join(cwd, detail))
         if not _outside_all(full, python) or full in imports:
             return None
+        if kind == "file" and _holds_mounts(full, allowed + scratch):
+            return LAYOUT
         if kind == "file" and _secret(full, own):
             return full
         if _outside_all(full, allowed + scratch):
             return full
-        if _outside_all(full, scratch):
+        if _outside_all(full, scratch) or full in scratch:  # a scratch folder itself (/tmp listed) is the kernel's
             return None
         folder = os.path.dirname(full)
         holds_environment = folder not in scratch and any(_under(p, folder) for p in python)
@@ -1084,6 +1098,7 @@ def _start_kernel(config: dict, argv: list[str]) -> None:
         resource.setrlimit(getattr(resource, name), (value, value))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE raises OSError instead
     _state["allowed"] = config["allowed"]
+    _state["sandboxed"] = bool(config.get("sandboxed"))
     _state["cell_prefix"] = os.path.join(config.get("tmp", "/tmp"), "ipykernel_")
     sys.modules["_coursekit_kernel"] = module = types.ModuleType("_coursekit_kernel")
     for helper in (arm, snapshot, calls, report, logged):

@@ -1,0 +1,70 @@
+"""Records that depend neither on the clock nor on the host's files (issue 31: two runs of any class give
+byte-identical CSVs).
+
+bench_hostile's two reruns once differed on `m02_read_glob`: a student that walks "/" for two seconds of
+wall clock. Every folder the walk opened outside the trees the sandbox shows was a record: "/", /home,
+/etc, /root/.pyenv/versions, /work/hd... folders bwrap made only to hold its mount points. How many of
+them a run reached depended on how long the walk spent in the base interpreter's tree (a host folder
+the sandbox shows) and on the load; the flag lists them, so the CSV differed. They list only the
+sandbox's own layout: they are one record now, `file: the sandbox's own folders`, whichever were reached.
+Here the clock is replaced by a count of folders, so the test does not depend on timing either.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from submission_kinds import _code, _extra, k_correct
+from traitlets.config import Config
+
+from coursekit.grading.records import record
+from coursekit.grading.sandbox import execute, kernel_side
+
+pytestmark = pytest.mark.slow
+WALK = '''import os, sys
+walked = 0
+for root, dirs, files in os.walk("/"):
+    dirs[:] = [d for d in dirs if d not in ("proc", "sys", "usr")
+               and os.path.join(root, d) not in (sys.prefix, sys.base_prefix)]
+    walked += 1
+    if walked >= {folders}:
+        break
+print("walked", walked)
+'''
+
+
+def test_a_walk_of_the_sandbox_leaves_the_same_records_however_far_it_got(released_course):
+    recorder = record.Recorder(released_course, Config(released_course.config))
+    runner = execute.Runner(recorder.worker_config())
+    base = nbformat.read(released_course.release_notebook, as_version=4)
+    violations, printed = {}, {}
+    try:
+        for folders in (1, 10_000):  # "/" alone; every folder of the sandbox but its environment's
+            nb = k_correct(nbformat.from_dict(base))
+            _extra(nb, _code(nb), WALK.format(folders=folders))
+            executed = nbformat.reads(runner.run(nbformat.writes(nb)), as_version=4)
+            violations[folders] = executed.metadata["coursekit_findings"]["sandbox_violation"]
+            printed[folders] = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code"
+                                       for o in c.outputs if "walked" in o.get("text", ""))
+    finally:
+        runner.close()
+        recorder.close()
+    assert printed[1] == "walked 1\n" and int(printed[10_000].split()[1]) > 5, printed  # it did get further
+    assert violations[1] == violations[10_000] == [f"file: {kernel_side.LAYOUT}"]
+
+
+PYTHON = ["/work/kit/.venv", "/root/.pyenv/versions/3.11.7", "/usr/lib", "/etc/ld.so.cache"]
+SCRATCH = ["/tmp", "/home/student"]
+ALLOWED = PYTHON + ["/usr", "/proc", "/dev", "/sys", "/etc"] + SCRATCH
+
+
+@pytest.mark.parametrize("path, record", [
+    *[(folder, kernel_side.LAYOUT) for folder in ("/", "/home", "/root", "/root/.pyenv", "/root/.pyenv/versions",
+                                                   "/work", "/work/kit")],
+    # what is in them, but the trees the sandbox shows, is a guess at the host's files: recorded as itself
+    ("/work/kit/autograder/gradebook.db", "/work/kit/autograder/gradebook.db"), ("/root/.bashrc", "/root/.bashrc"),
+    ("/root/.pyenv/version", "/root/.pyenv/version"), ("/srv", "/srv"),
+    ("/work/kit/.venv/lib", None), ("/tmp", None), ("/etc", None),
+])
+def test_a_folder_that_only_holds_the_sandboxs_mount_points_is_one_record(path, record):
+    assert kernel_side._observed("file", path, PYTHON, ALLOWED, SCRATCH, "/home/student") == record
