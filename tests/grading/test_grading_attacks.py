@@ -1,5 +1,6 @@
 """Issue 9's attack matrix: one class of attackers (attack_kinds.py) between two honest students,
-graded once with `coursekit grade` in its sandbox; every test below reads that one run."""
+graded with `coursekit grade` in its sandbox; every test below reads that run, and one compares it with a
+second run of the same class (--regrade) byte for byte."""
 
 from __future__ import annotations
 
@@ -89,6 +90,8 @@ class AttackedClass:
     connections: list[bytes]
     alive: list[str]  # processes of the class still running after grade returned
     secret: str
+    csv: str  # the report's CSV of that run
+    regraded: tuple[int, str]  # exit status and CSV of a second run of the same class
 
 
 def digests(folder: Path) -> dict[str, str]:
@@ -128,15 +131,19 @@ def attacked(release_template, tmp_path_factory) -> AttackedClass:
     before = digests(course.root)
     old = os.environ.get(SECRET_NAME)
     os.environ[SECRET_NAME] = secret
+    command = ["grade", str(root / "lms"), "--course", str(course.root), "--timeout", "3"]
     try:
-        code = main(["grade", str(root / "lms"), "--course", str(course.root), "--timeout", "3"])
+        code = main(command)
+        alive = class_processes()
+        report = course.report_csv.read_text(encoding="utf-8")
+        regraded = main([*command, "--regrade"])  # really grade again: without it, finished students are kept
     finally:
         os.environ.pop(SECRET_NAME) if old is None else os.environ.__setitem__(SECRET_NAME, old)
-    alive = class_processes()
+    alive += class_processes()
     listener.server.close()
-    rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(course.report_csv.read_text(encoding="utf-8")))}
+    rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(report))}
     return AttackedClass(course, students, code, rows, before, digests(course.root), listener.received, alive,
-                         secret)
+                         secret, report, (regraded, course.report_csv.read_text(encoding="utf-8")))
 
 
 def sid_of(attacked: AttackedClass, kind: str) -> str:
@@ -166,6 +173,11 @@ def readable_by_students(course: Course, sid: str) -> str:
 def test_the_class_is_graded_and_every_student_has_a_row(attacked):
     assert attacked.exit_code == 0
     assert set(attacked.rows) == set(attacked.students)
+
+
+def test_the_class_graded_again_gives_the_same_csv_byte_for_byte(attacked):
+    """bench_hostile's two reruns (issue 31): flags that depend neither on timing nor on the host's files."""
+    assert attacked.regraded == (0, attacked.csv)
 
 
 @pytest.mark.parametrize("kind", ATTACKS)
