@@ -46,7 +46,7 @@ def test_a_classmates_edited_copy_is_similar_and_independent_answers_are_not(qid
 
 def test_normalisation_ignores_markdown_spacing_punctuation_and_math():
     assert S.normalize("**总体方差**（除以 $G$）， std < eps！") == S.normalize("总体方差除以 std<eps")
-    assert S.normalize("ＡＢＣ１２３") == "abc123"  # NFKC: full-width letters and digits
+    assert S.normalize("ＡＢＣ１２３") == S.normalize("abc123")  # NFKC: full-width letters and digits
 
 
 def class_answers(qid: str) -> dict[str, str]:
@@ -141,6 +141,56 @@ def test_a_reference_padded_with_an_invisible_character_is_still_the_reference(q
 def test_accented_and_decomposed_spellings_compare_alike():
     assert S.normalize("Cafe\u0301 déjà") == S.normalize("café deja") == "cafedeja"
     assert S.normalize("한국어") == "한국어"  # Hangul syllables recomposed after their jamo are taken apart
+
+
+# Latin letters -> Cyrillic, Greek and Armenian letters drawn alike (written by hand, not from the table
+# the check uses): what NFKC leaves as they are
+LOOKALIKES = str.maketrans({
+    "a": "\u0430", "c": "\u0441", "e": "\u0435", "i": "\u0456", "j": "\u0458", "o": "\u043e", "p": "\u0440",
+    "s": "\u0455", "x": "\u0445", "y": "\u0443", "h": "\u04bb", "d": "\u0501", "l": "\u04c0", "v": "\u03bd",
+    "u": "\u03c5", "w": "\u051d", "g": "\u0261", "n": "\u0578", "A": "\u0410", "B": "\u0392",
+    "C": "\u0421", "E": "\u0395", "H": "\u041d", "K": "\u039a", "M": "\u041c", "O": "\u039f", "P": "\u0420",
+    "T": "\u03a4", "X": "\u03a7", "Y": "\u03a5", "N": "\u039d", "Z": "\u0396", "I": "\u0399"})
+ENGLISH = {  # a student answering q1 in English, and a classmate's honest answer of the same length
+    "own": "Sequence-level normalisation divides each response's summed token losses by its own length, so "
+           "every response weighs the same whatever its length; token-level normalisation divides the whole "
+           "group's summed losses by the total token count, so a long wrong response gets more weight per "
+           "response and its tokens are not diluted.",
+    "other": "I think the main point is which denominator is used. With the mean over answers each completion "
+             "is one vote; when averaging over tokens, longer completions contribute more terms, which changes "
+             "how strongly verbose mistakes are punished during the policy update step.",
+}
+
+
+@pytest.mark.parametrize("qid", QUESTIONS)
+def test_a_reference_spelled_with_lookalike_letters_is_still_the_reference(qid):
+    """NFKC leaves Cyrillic а and Greek ο as they are: the reference with its Latin letters swapped for
+    lookalikes scored 0.63-0.78 (its Chinese alone), now what the plain copy scores."""
+    disguised = site_text(REFS[qid]).translate(LOOKALIKES)
+    assert disguised != site_text(REFS[qid])
+    assert reference_score(disguised, qid) == reference_score(site_text(REFS[qid]), qid) >= 0.8
+
+
+def test_a_classmates_english_answer_in_lookalike_letters_is_similar_and_honest_answers_are_not():
+    """A copy in another alphabet shared no shingle with its source (Jaccard 0); honest answers, the
+    Chinese ones of every question and an English one, are flagged with nothing."""
+    qid = "q1"
+    answers = {"s1": {qid: ENGLISH["own"]}, "s2": {qid: ENGLISH["own"].translate(LOOKALIKES)},
+               "s3": {qid: ENGLISH["other"]}}
+    flags = S.copy_flags(answers, {qid: REFS[qid]})
+    assert set(flags) == {"s1", "s2"}
+    assert all(f.startswith(f"similar_answers({qid}: ") for f in flags["s1"] + flags["s2"]), flags
+    honest = {f"ind{k}": {q: INDEPENDENT[q][k] for q in QUESTIONS} for k in range(3)}
+    honest["en"] = {qid: ENGLISH["other"]}
+    assert S.copy_flags(honest, REFS) == {}
+
+
+def test_lookalikes_fold_to_one_letter_and_chinese_keeps_its_characters():
+    assert S.normalize("Ρаѕѕwоrd Αlpha") == S.normalize("password alpha")
+    table = S.lookalikes()
+    chinese = {c for q in QUESTIONS for k in range(3) for c in INDEPENDENT[q][k] if "\u4e00" <= c <= "\u9fff"}
+    folded = {c: table[ord(c)] for c in chinese if ord(c) in table}
+    assert len(chinese) > 200 and len(folded) <= 5 and not any(t.isascii() for t in folded.values()), folded
 
 
 def test_a_long_answer_costs_a_bounded_amount_and_is_flagged_with_what_was_compared():

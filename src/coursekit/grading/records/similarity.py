@@ -6,7 +6,10 @@ NFKC, lower case, math (`$…$`) dropped, letters taken apart from their marks (
 and digits kept, then recomposed (NFC): spaces, punctuation, Markdown, format characters (zero-width
 spaces and joiners, Cf), combining and variation marks (M) and the invisible Hangul fillers that
 Unicode counts as letters (FILLERS) never count, so text padded with invisible characters is
-compared as the text it shows.
+compared as the text it shows. Last, every character Unicode lists as confusable with others
+(confusables.txt, as the confusable-homoglyphs package ships it) becomes one character for its whole
+class (`lookalikes`: Cyrillic а and Greek α as Latin a, Greek ο as o, 1 and I as l), so a copy
+spelled with lookalike letters is compared as the text it shows; NFKC alone does not fold them.
 
 The cost of one answer is bounded: at most MAX_CHARS normalised characters of it (read from at most
 MAX_RAW characters of text) are compared, and a longer answer is flagged over_budget(copy check: ...)
@@ -44,6 +47,7 @@ autograder/README.md; tests: tests/grading/test_similarity.py, test_copy_check_c
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -76,12 +80,46 @@ GREEK = {name: chr(0x3B1 + k) for k, name in enumerate(  # \pi -> π, as MathJax
 def normalize(text: str, keep_math: bool = False) -> str:
     """Letters and digits only, NFKC, lower case, math removed (kept as its letters and digits with
     `keep_math`: what a student copying the rendered page gets, e.g. `$\\pm 1$` -> `pm1`), without
-    marks, format characters and fillers (see the module's docstring); of the first MAX_RAW characters."""
+    marks, format characters and fillers, lookalikes folded (see the module's docstring); of the first
+    MAX_RAW characters."""
     text = unicodedata.normalize("NFKC", text[:MAX_RAW])
     text = _TEX_COMMAND.sub(lambda m: GREEK.get(m[1], ""), text) if keep_math else _MATH.sub(" ", text)
-    text = unicodedata.normalize("NFKD", text.lower())
+    # lookalikes folded before lower case (Greek Ν is drawn as N, its lower case ν as v) and again after it
+    text = unicodedata.normalize("NFKD", text.translate(lookalikes()).lower())
     kept = "".join(ch for ch in text if unicodedata.category(ch)[0] in "LN" and ch not in FILLERS)
-    return unicodedata.normalize("NFC", kept)
+    return unicodedata.normalize("NFC", kept).translate(lookalikes())
+
+
+@functools.cache
+def lookalikes() -> dict[int, str]:
+    """A str.translate table: each character of a class of confusable characters -> the class's
+    prototype, as in Unicode's skeleton (confusables.txt maps each confusable character to its class's
+    prototype; the package lists each link both ways, so the prototype is the member with the most
+    links), among the members NFKC leaves as they are (the text was NFKC-normalised: 大, not the Kangxi
+    radical ⼤); of a pair, the first. Any one representative would do, as long as every text is folded alike."""
+    from confusable_homoglyphs.confusables import confusables_data  # 0.9 MB of JSON: loaded on first use
+
+    parent: dict[str, str] = {}
+
+    def root(text: str) -> str:
+        while parent.setdefault(text, text) != text:
+            parent[text] = parent[parent[text]]
+            text = parent[text]
+        return text
+
+    for text, homoglyphs in confusables_data.items():
+        for homoglyph in homoglyphs:
+            a, b = root(text), root(homoglyph["c"])
+            if a != b:
+                parent[a] = b
+    classes: dict[str, list[str]] = {}
+    for text in parent:
+        classes.setdefault(root(text), []).append(text)
+    table = {}
+    for members in classes.values():  # a class is a star: its prototype is linked to each of the others
+        one = min(members, key=lambda t: (unicodedata.normalize("NFKC", t) != t, -len(confusables_data.get(t, ())), t))
+        table.update((ord(t), one) for t in members if len(t) == 1 and t != one)
+    return table
 
 
 def shingles(text: str, n: int = SHINGLE, keep_math: bool = False) -> set[str]:
