@@ -186,3 +186,121 @@ def apply_ops(nb: dict, ops: list) -> dict:
 def mutant_json(nb: dict) -> str:
     """The mutant as a file would hold it (NaN and infinities as Python's json writes them)."""
     return json.dumps(nb, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- mutants that stay valid nbformat 4
+# Most mutants above are not valid nbformat and stop at ingest (invalid_notebook). These keep the notebook
+# valid (each is checked with nbformat.validate in the strategy, against the notebook it mutates), so they
+# reach nbgrader's steps and the kernels: well-formed outputs of every type, metadata nbformat allows
+# (hiding flags, tags, nbgrader fields, kernelspec), fresh cell ids, cells added, copied, retyped, moved or
+# removed, and code cells of their own. Those never touch the exercise cell's code, and their code can only
+# cost points (no function that passes a check): a mutant of the blank submission still scores no more than it.
+
+CELL_ID = st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True)
+TEXTS = st.one_of(st.sampled_from(HOSTILE_TEXT), st.text(max_size=20))
+MIME_DATA = st.dictionaries(st.sampled_from(["text/plain", "text/html", "text/markdown", "text/latex",
+                                             "image/svg+xml", "application/javascript"]), TEXTS, max_size=3) \
+    | st.just({"image/png": PNG})
+VALID_OUTPUTS = st.one_of(
+    st.fixed_dictionaries({"output_type": st.just("stream"), "name": st.sampled_from(["stdout", "stderr"]),
+                           "text": TEXTS}),
+    st.fixed_dictionaries({"output_type": st.just("display_data"), "data": MIME_DATA,
+                           "metadata": st.one_of(IMAGE_METADATA, st.just({}))}),
+    st.fixed_dictionaries({"output_type": st.just("execute_result"), "data": MIME_DATA, "metadata": st.just({}),
+                           "execution_count": st.one_of(st.none(), st.integers(0, 99))}),
+    st.fixed_dictionaries({"output_type": st.just("error"), "ename": TEXTS, "evalue": TEXTS,
+                           "traceback": st.lists(TEXTS, max_size=2)}),
+)
+VALID_CELL_META = st.one_of(
+    st.tuples(st.sampled_from([("jupyter", "source_hidden"), ("jupyter", "outputs_hidden"), ("collapsed",),
+                               ("transient", "remove_source"), ("hide_input",), ("editable",), ("deletable",)]),
+              st.booleans()),
+    st.tuples(st.just(("tags",)), TAGS.map(lambda tags: list(dict.fromkeys(tags)))),
+    st.tuples(st.sampled_from([("course_answer_id",), ("name",), ("magics_language",), ("echo",)]), TEXTS),
+    st.tuples(st.just(("nbgrader",)), st.dictionaries(st.sampled_from(NBGRADER_FIELDS), NBGRADER_VALUES,
+                                                       max_size=4)),
+)
+# code of a cell of the mutant's own: printed or displayed markup, the kernel ended or its function removed
+CODE = [f"print({text!r})" for text in HOSTILE_TEXT[:4]] + [
+    f"from IPython.display import HTML, Markdown, display\ndisplay(HTML({HOSTILE_TEXT[1]!r}))\n"
+    f"display(Markdown({HOSTILE_TEXT[-1]!r}))",
+    "del group_advantages", "group_advantages = None", "exit()", "import os\nos._exit(0)", "raise SystemExit(3)",
+    "1 / 0", "import sys\nsys.stdout.write('x' * 100_000)", "open('/etc/shadow')",
+    "get_ipython().run_cell('1 / 0')",
+]
+VALID_OPS = st.one_of(
+    st.tuples(st.just("code_output"), INDEX, VALID_OUTPUTS),
+    st.tuples(st.just("cell_meta"), INDEX, VALID_CELL_META).map(lambda t: (t[0], t[1], *t[2])),
+    st.tuples(st.just("nbgrader"), INDEX, st.sampled_from(NBGRADER_FIELDS), NBGRADER_VALUES),
+    st.tuples(st.just("nbgrader_del"), INDEX, st.sampled_from(NBGRADER_FIELDS)),
+    st.tuples(st.just("nb_meta"), st.sampled_from([("kernelspec", "name"), ("kernelspec", "display_name"),
+                                                   ("language_info", "name"), ("title",), ("widgets",),
+                                                   ("nbgrader",), ("coursekit_findings",)]), TEXTS | JSON),
+    st.tuples(st.just("cell_id"), INDEX, CELL_ID),
+    st.tuples(st.just("attachment"), INDEX, st.sampled_from(["a.png", "b.svg"]),
+              st.sampled_from(["image/png", "image/svg+xml", "text/html"]),
+              st.sampled_from([PNG, f"<svg onload={MARKER}()>"])),
+    st.tuples(st.just("markdown_text"), INDEX, st.sampled_from(HOSTILE_TEXT)),
+    st.tuples(st.just("new_cell"), INDEX, st.sampled_from(["code", "markdown", "raw"]), st.sampled_from(CODE)),
+    st.tuples(st.just("copy_cell"), INDEX), st.tuples(st.just("retype"), INDEX, st.sampled_from(["code", "markdown",
+                                                                                                   "raw"])),
+    st.tuples(st.just("del_cell"), INDEX), st.tuples(st.just("move_cell"), INDEX, INDEX),
+)
+
+
+def _fresh_id(nb: dict) -> str:
+    taken = {c.get("id") for c in nb.get("cells", []) if isinstance(c, dict)}
+    return next(f"{MARKER}-{k}" for k in range(len(taken) + 1) if f"{MARKER}-{k}" not in taken)
+
+
+def _new_cell(cell_type: str, source: str, cell_id: str) -> dict:
+    cell = {"cell_type": cell_type, "id": cell_id, "metadata": {}, "source": source}
+    if cell_type == "code":
+        cell.update(outputs=[], execution_count=None)
+    return cell
+
+
+def apply_valid_ops(nb: dict, ops: list) -> dict:
+    """apply_ops, with the operations only VALID_OPS has: an output of a code cell (`code_output`: the
+    index counts code cells), a new cell (`new_cell`; a markdown or raw one holds the code as text), a
+    copy with an id of its own (`copy_cell`), a cell retyped with the fields its new type has (`retype`)."""
+    nb = copy.deepcopy(nb)
+    for op in ops:
+        kind, *args = op
+        cells = nb.get("cells") if isinstance(nb.get("cells"), list) else []
+        code = [c for c in cells if isinstance(c, dict) and c.get("cell_type") == "code"]
+        if kind == "code_output":
+            if code:
+                code[args[0] % len(code)].setdefault("outputs", []).append(copy.deepcopy(args[1]))
+        elif kind == "new_cell":
+            cells.insert(args[0] % (len(cells) + 1), _new_cell(args[1], args[2], _fresh_id(nb)))
+        elif kind == "copy_cell" and _cell(nb, args[0]) is not None:
+            twin = copy.deepcopy(_cell(nb, args[0]))
+            twin["id"] = _fresh_id(nb)
+            cells.insert(args[0] % len(cells), twin)
+        elif kind == "retype" and _cell(nb, args[0]) is not None:
+            cell = _cell(nb, args[0])
+            retyped = _new_cell(args[1], cell.get("source", ""), cell.get("id", _fresh_id(nb)))
+            retyped["metadata"] = cell.get("metadata", {})
+            cells[cells.index(cell)] = retyped
+        else:
+            nb = apply_ops(nb, [op])
+    return nb
+
+
+def is_valid(nb: dict) -> bool:
+    """Whether nb is a valid nbformat 4 notebook (nbformat.validate, as ingest checks it)."""
+    import nbformat
+    from nbformat import ValidationError
+
+    try:
+        nbformat.validate(nbformat.from_dict(nb))
+    except ValidationError:
+        return False
+    return nb.get("nbformat") == 4
+
+
+def valid_mutants(bases: dict[str, dict]) -> st.SearchStrategy:
+    """(base, ops) whose mutant (apply_valid_ops) of bases[base] is valid nbformat 4."""
+    return st.tuples(st.sampled_from(sorted(bases)), st.lists(VALID_OPS, min_size=1, max_size=4)).filter(
+        lambda mutant: is_valid(apply_valid_ops(bases[mutant[0]], mutant[1])))

@@ -13,7 +13,12 @@ Two layers, both through the real grading code:
   submission unless its exercise code is the correct one unchanged; no student markup (MARKER) is an
   element or attribute of any feedback or report page; no process of the run is left.
 
-`make test` runs a bounded number (FUZZ_EXAMPLES mutants, FUZZ_BATCHES classes of FUZZ_BATCH mutants);
+Most of those mutants are not valid nbformat and stop at ingest; `valid_mutants` (notebook_mutations.py)
+draws mutants that stay valid nbformat 4 (checked in the strategy), which reach nbgrader's steps and
+the kernels: the cheap layer runs as many of them as of the others, and half of each expensive class is
+made of them. Invariants are the same (and a valid mutant is never flagged invalid_notebook).
+
+`make test` runs a bounded number (FUZZ_EXAMPLES mutants of each kind, FUZZ_BATCHES classes of FUZZ_BATCH mutants);
 `make fuzz` a long run (FUZZ_EXAMPLES=20000). Findings are replayed by the `@example`s below.
 """
 
@@ -32,7 +37,7 @@ from bs4 import BeautifulSoup
 from conftest import CELL_TIMEOUT, fresh_copy, read_rows
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from notebook_mutations import MARKER, MUTANTS, apply_ops, mutant_json
+from notebook_mutations import MARKER, MUTANTS, apply_ops, apply_valid_ops, mutant_json, valid_mutants
 from submission_kinds import _code, k_correct
 from tqdm import tqdm
 from traitlets.config import Config
@@ -72,13 +77,16 @@ class CheapLayer:
         self.bases = {"blank": json.loads(nbformat.writes(release)),
                       "correct": json.loads(nbformat.writes(k_correct(copy.deepcopy(release))))}
         self.count = 0
+        self.sent = 0  # mutants sent to a worker (past nbgrader's steps)
+        self.valid = [0, 0]  # valid mutants graded, and sent to a worker
 
-    def grade_without_kernel(self, mutant: tuple) -> None:
+    def grade_without_kernel(self, mutant: tuple, valid: bool = False) -> None:
         base, ops = mutant
         folder = self.course.root / "fuzz-in"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
-        (folder / "m0.ipynb").write_text(mutant_json(apply_ops(self.bases[base], ops)), encoding="utf-8")
+        nb = (apply_valid_ops if valid else apply_ops)(self.bases[base], ops)
+        (folder / "m0.ipynb").write_text(mutant_json(nb), encoding="utf-8")
         entries, running = [], {}
         bar = tqdm(disable=True)
         sent = list(tasks(self.recorder, Ingest(self.course, folder), entries, running, True, bar))
@@ -87,6 +95,11 @@ class CheapLayer:
             print(f"cheap layer: {self.count} mutants", file=sys.stderr, flush=True)
         [entry] = entries
         assert all("\n" not in f for f in entry.flags), entry.flags
+        self.sent += bool(sent)
+        if valid:
+            assert not any(f.startswith("invalid_notebook") for f in entry.flags), entry.flags
+            self.valid[0] += 1
+            self.valid[1] += bool(sent)
         if not sent:
             assert not entry.gradable and entry.flags, entry  # its row says why
             return
@@ -119,7 +132,8 @@ def cheap(released_course, tmp_path_factory):
     layer = CheapLayer(fresh_copy(released_course, tmp_path_factory.mktemp("fuzz-cheap") / "course"))
     yield layer
     layer.recorder.close()
-    print(f"\ncheap layer: {layer.count} mutants graded without a kernel", file=sys.stderr)
+    print(f"\ncheap layer: {layer.count} mutants graded without a kernel, {layer.sent} sent to a worker; "
+          f"{layer.valid[0]} valid nbformat, {layer.valid[1]} of them sent to a worker", file=sys.stderr)
 
 
 @settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=SLOW_OK, derandomize=not LONG,
@@ -134,6 +148,13 @@ def cheap(released_course, tmp_path_factory):
 @example(mutant=("correct", [("nbgrader", 17, "locked", True)]))
 def test_cheap_layer_every_mutant_gets_a_row_and_only_the_gradebooks_tests(cheap, mutant):
     cheap.grade_without_kernel(mutant)
+
+
+@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=SLOW_OK, derandomize=not LONG,
+          database=None)
+@given(data=st.data())
+def test_cheap_layer_valid_mutants_pass_ingest_and_keep_only_the_gradebooks_tests(cheap, data):
+    cheap.grade_without_kernel(data.draw(valid_mutants(cheap.bases), label="mutant"), valid=True)
 
 
 # ---------------------------------------------------------------- the expensive layer: whole classes
@@ -183,21 +204,25 @@ def student_markup(page: Path) -> list[str]:
 
 @settings(max_examples=FUZZ_BATCHES, deadline=None, suppress_health_check=SLOW_OK, derandomize=not LONG,
           database=None)
-@given(batch=st.lists(MUTANTS, min_size=FUZZ_BATCH, max_size=FUZZ_BATCH))
+@given(data=st.data())
 def test_a_class_of_mutants_is_graded_and_honest_students_keep_their_scores(released_course, tmp_path_factory,
-                                                                            batch):
+                                                                            data):
     root = tmp_path_factory.mktemp("fuzz-class")
     course = fresh_copy(released_course, root / "course")
     release = nbformat.read(course.release_notebook, as_version=4)
     correct = k_correct(copy.deepcopy(release))
     bases = {"blank": json.loads(nbformat.writes(release)), "correct": json.loads(nbformat.writes(correct))}
+    valid = FUZZ_BATCH // 2  # mutants that stay valid nbformat: they run in kernels
+    batch = data.draw(st.lists(MUTANTS, min_size=FUZZ_BATCH - valid, max_size=FUZZ_BATCH - valid), label="batch")
+    batch += data.draw(st.lists(valid_mutants(bases), min_size=valid, max_size=valid), label="valid")
     folder = root / "lms"
     folder.mkdir()
     for sid in HONEST:
         nbformat.write(correct, folder / f"{sid}.ipynb")
     mutants = {f"m{k:02d}": mutant for k, mutant in enumerate(batch)}
-    for sid, (base, ops) in mutants.items():
-        (folder / f"{sid}.ipynb").write_text(mutant_json(apply_ops(bases[base], ops)), encoding="utf-8")
+    for k, (sid, (base, ops)) in enumerate(mutants.items()):
+        mutate = apply_valid_ops if k >= FUZZ_BATCH - valid else apply_ops
+        (folder / f"{sid}.ipynb").write_text(mutant_json(mutate(bases[base], ops)), encoding="utf-8")
     running = {line.split()[0] for line in descendants()}  # the session's own (a browser of earlier tests)
     code = main(["grade", str(folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT, "--jobs", "2"])
     assert code == 0
