@@ -96,3 +96,23 @@ def test_the_next_run_removes_the_roots_of_a_killed_run_and_no_other(temp_folder
     finally:
         live.remove()
     assert sorted(p.name for p in temp_folder.iterdir()) == []
+
+
+def test_a_dask_worker_leaves_nothing_in_the_temp_folder_when_it_closes(released_course, temp_folder):
+    """A Dask worker keeps a runner (and its kernel started ahead) between tasks, in a root of the
+    runner's own (no pool outlives it): removed when the worker's process exits."""
+    from distributed import LocalCluster
+
+    recorder = record.Recorder(released_course, Config(released_course.config))
+    notebook = nbformat.writes(k_correct(nbformat.read(released_course.release_notebook, as_version=4)))
+    try:
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            workers = pool.DaskWorkers(cluster.scheduler_address, recorder.worker_config())
+            results = list(workers.map(iter([("a_correct", notebook)])))
+            kept = [p.name for p in temp_folder.glob("ck-*")]
+            workers.close()
+    finally:
+        recorder.close()
+    assert [(sid, failure) for sid, _, failure in results] == [("a_correct", None)]
+    assert [name.startswith(bubblewrap.ROOT_PREFIX) for name in kept] == [True]  # the runner's, while it lives
+    assert sorted(p.name for p in temp_folder.glob("ck-*")) == []  # (Dask keeps a scratch folder of its own)

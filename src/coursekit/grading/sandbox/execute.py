@@ -44,7 +44,7 @@ class Runner:
 
     Everything its sandboxes put on disk goes into `folder`: the root the pool made for this worker
     (and removes whole when the worker is gone), or else a SandboxRoot of the runner's own, removed by
-    close() (or when the runner is collected, or at exit)."""
+    close() (or when the runner is collected, or when its process exits: a Dask worker's runner)."""
 
     def __init__(self, config: Config, folder: str | None = None):
         self.config = config
