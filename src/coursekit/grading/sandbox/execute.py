@@ -112,15 +112,8 @@ class Runner:
                 shutil.rmtree(kernel.scratch, ignore_errors=True)
         self.zygote.kill()
 
-    def discard(self) -> None:
-        """End every kernel now and remove the runner's own folder (no event loop needed)."""
-        self.kill()
-        if self._root is not None:
-            self._root.remove()
-
 
 _runners = threading.local()  # one warm Runner per worker thread (Dask runs tasks in threads)
-_dask_runners: list[Runner] = []  # all of them: ended when the Dask worker closes (end_dask_runners)
 
 
 def run_on_dask_worker(student_id: str, notebook: str, config: Config) -> tuple[str, str]:
@@ -128,12 +121,4 @@ def run_on_dask_worker(student_id: str, notebook: str, config: Config) -> tuple[
     runner = getattr(_runners, "runner", None)
     if runner is None:
         runner = _runners.runner = Runner(config)
-        _dask_runners.append(runner)
     return student_id, runner.run(notebook)
-
-
-def end_dask_runners() -> None:
-    """End this Dask worker's runners, their kernels and folders (its process exits with os._exit, which
-    runs no exit handler: pool.DaskWorkers registers this as a worker plugin's teardown)."""
-    while _dask_runners:
-        _dask_runners.pop().discard()

@@ -248,23 +248,6 @@ def _end(process: multiprocessing.process.BaseProcess) -> None:
         process.join()  # SIGKILL cannot be refused: it is gone soon, and reaped here
 
 
-def _runners_plugin() -> object:
-    """A Dask worker plugin that, when its worker closes, ends the worker's runners, their kernels and
-    folders (execute.end_dask_runners); one per cluster (idempotent)."""
-    from distributed.diagnostics.plugin import WorkerPlugin
-
-    class EndRunners(WorkerPlugin):
-        idempotent = True
-        name = "coursekit-runners"
-
-        def teardown(self, worker: object) -> None:
-            from coursekit.grading.sandbox.execute import end_dask_runners
-
-            end_dask_runners()
-
-    return EndRunners()
-
-
 class DaskWorkers:
     """The per-notebook work on a Dask cluster; the recorder stays here, the only gradebook writer."""
 
@@ -282,7 +265,6 @@ class DaskWorkers:
         self.config = config
         self.futures = None
         self.in_flight = PER_WORKER * max(1, sum(self.client.nthreads().values()))
-        self.client.register_plugin(_runners_plugin())  # each worker's runners end with the worker
 
     def map(self, tasks: Iterator[Task]) -> Iterator[Result]:
         from distributed import as_completed
