@@ -344,6 +344,7 @@ def _own_temp_folder(session: pytest.Session) -> None:
     system_temp = tempfile.gettempdir()
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", system_temp)
     folder = tempfile.mkdtemp(prefix="coursekit-tests-", dir=system_temp)
+    os.chmod(folder, 0o1777)  # as the system's: a process a test runs as another user (nobody) may use it too
     session.config.stash[_TEMP] = (folder, os.environ.get("TMPDIR"))
     os.environ["TMPDIR"] = folder
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
