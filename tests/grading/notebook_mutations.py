@@ -282,7 +282,7 @@ def apply_valid_ops(nb: dict, ops: list) -> dict:
             cell = _cell(nb, args[0])
             retyped = _new_cell(args[1], cell.get("source", ""), cell.get("id", _fresh_id(nb)))
             retyped["metadata"] = cell.get("metadata", {})
-            cells[cells.index(cell)] = retyped
+            cells[next(k for k, c in enumerate(cells) if c is cell)] = retyped
         else:
             nb = apply_ops(nb, [op])
     return nb
