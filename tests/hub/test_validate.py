@@ -18,7 +18,7 @@ from traitlets.config import Config
 
 from coursekit import runner
 from coursekit.bundle import worker_helpers
-from coursekit.hub.validate import ReasonFirstValidator
+from coursekit.hub.validate import IN_CHINESE, ReasonFirstValidator
 from coursekit.lesson import given_checks, parse_lesson
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ VARIANTS = {  # the exercise's `var = ______` line, filled in a wrong way
     "raises in the student's code": "var = sum((r - mean) ** 2 for r in rewards) / len(rewards[0])",
     "mean absolute deviation squared": "var = (sum(abs(r - mean) for r in rewards) / len(rewards)) ** 2",
 }
-NO_RESPONSE = "You did not provide a response."  # nbgrader's, for a written answer left empty
+NO_RESPONSE = IN_CHINESE["You did not provide a response."]  # a written answer left empty
 SELF_CHECK_CODE = ("### BEGIN SELF-CHECKS", "_check_group", "_standardised", "import random")
 
 

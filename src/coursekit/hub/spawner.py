@@ -129,7 +129,8 @@ class ClassSpawner(LocalProcessSpawner):
         for path in python_paths():  # the venv and its base interpreter (the grading sandbox's list)
             if not path.startswith(("/usr/", "/lib", "/etc/")) and not os.path.islink(path):
                 args += _mkdirs(path, made) + ["--ro-bind", path, path]
-        for path in (f"{SANDBOX_HOME}/{name}", SANDBOX_CONFIG, SANDBOX_EXCHANGE, SANDBOX_PYTHON):
+        validate_module = f"{SANDBOX_PYTHON}/{VALIDATE_MODULE}.py"
+        for path in (f"{SANDBOX_HOME}/{name}", SANDBOX_CONFIG, SANDBOX_EXCHANGE, validate_module):
             args += _mkdirs(path, made)
         # nbgrader wants a writable exchange root (it is 1777 on a shared disk too); this one is the
         # sandbox's own tmpfs folder, so what a student leaves there reaches nobody
@@ -138,7 +139,7 @@ class ClassSpawner(LocalProcessSpawner):
         args += ["--proc", "/proc", "--dev", "/dev",
                  "--bind", str(layout.home(name)), f"{SANDBOX_HOME}/{name}",
                  "--ro-bind", str(layout.config("student")), SANDBOX_CONFIG,
-                 "--ro-bind", str(VALIDATE_FILE), f"{SANDBOX_PYTHON}/{VALIDATE_MODULE}.py",
+                 "--ro-bind", str(VALIDATE_FILE), validate_module,
                  "--ro-bind", str(exchange / "outbound"), f"{SANDBOX_EXCHANGE}/{layout.course_id}/outbound",
                  "--bind", str(exchange / "inbound" / name), f"{SANDBOX_EXCHANGE}/{layout.course_id}/inbound",
                  "--ro-bind", str(exchange / "feedback" / name), f"{SANDBOX_EXCHANGE}/{layout.course_id}/feedback",

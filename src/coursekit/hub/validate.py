@@ -9,8 +9,9 @@ only (nbgrader never saves it): each failed test cell's source becomes the reaso
 page's Check and `python check.py` give (assets/runner/runner-worker.js `_course_summary`): an
 assertion's own message, else the exception's type and message - and its error becomes where in the
 student's own code it failed ("（出错位置：第 3 个代码格第 7 行：…）", the student's cell as JupyterLab shows
-it), or nothing. A bare assertion of the visible check lines is quoted instead. The run itself is
-nbgrader's, in the student's own kernel; this step reads the run's outputs as text and executes nothing.
+it), or nothing. A bare assertion of the visible check lines is quoted instead, and nbgrader's own
+words for a written answer left empty say 未作答。 (IN_CHINESE). The run itself is nbgrader's, in the
+student's own kernel; this step reads the run's outputs as text and executes nothing.
 
 The student's server runs in a sandbox where the kit is not installed: this file imports nothing of
 coursekit, and the spawner binds it, alone, as the module `coursekit_hub_validate`
@@ -32,6 +33,9 @@ from nbgrader.server_extensions.validate_assignment.handlers import NbGraderVers
 from nbgrader.validator import Validator
 from tornado import web
 
+# nbgrader's own words in a failed cell's error (nbgrader/validator.py `_extract_error`), as the student reads them
+IN_CHINESE = {"You did not provide a response.": "未作答。",
+              "Partial credit; passed some but not all of the tests": "部分得分：只通过了部分检查。"}
 FRAME = re.compile(r"Cell In\[(\d+)\], line (\d+)")  # IPython's traceback header of a notebook cell's frame
 MAX_TRACEBACK = 200_000  # characters of a traceback read for its frames (a student's kernel writes it)
 
@@ -105,6 +109,10 @@ class ReasonFirstValidator(Validator):
 
     def _preprocess(self, nb: NotebookNode) -> NotebookNode:
         return reasons_first(super()._preprocess(nb))
+
+    def _extract_error(self, cell: NotebookNode) -> str:
+        error = super()._extract_error(cell)
+        return IN_CHINESE.get(error, error)
 
 
 class ReasonFirstHandler(ValidateAssignmentHandler):
