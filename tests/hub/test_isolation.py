@@ -10,6 +10,8 @@ inbound and feedback folders, and collect takes the student from the folder (cou
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import pytest
 from conftest import ROOT, ClassHub
@@ -84,10 +86,14 @@ def test_a_student_reaches_only_her_own_files(class_with_submissions: ClassHub) 
 
 
 def test_validate_on_a_students_server_gives_the_reason_then_her_own_line(class_with_submissions: ClassHub) -> None:
-    """nbgrader's Validate URL on alice's own server (the lab extension's request), on her fetched notebook
-    with its blanks still empty: each failed check is its reason, then her line (issue 33)."""
-    alice = class_with_submissions.login("alice")
-    reply = alice.server("POST", "assignments/validate", data={"path": "lesson11/lesson11.ipynb"})
+    """nbgrader's Validate URL on alice's own server (the lab extension's request), on a copy of the released
+    notebook with its blanks still empty: each failed check is its reason, then her line (issue 33)."""
+    hub = class_with_submissions
+    blank = hub.layout.home("alice") / "lesson11" / "blank.ipynb"
+    shutil.copyfile(hub.layout.course / "release" / "lesson11" / "lesson11.ipynb", blank)
+    os.chown(blank, 20001, 20001)  # alice's uid in her sandbox
+    alice = hub.login("alice")
+    reply = alice.server("POST", "assignments/validate", data={"path": "lesson11/blank.ipynb"})
     reply.raise_for_status()
     answer = reply.json()
     assert answer["success"], answer
