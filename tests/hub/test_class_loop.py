@@ -51,11 +51,12 @@ def exercise_cell(release: Path, var_line: str, marker: str) -> str:
     return f"# {marker}\n" + "\n".join(lines)
 
 
-def shot(page, name: str) -> None:  # noqa: ANN001
-    """Save a screenshot of `page` as COURSEKIT_HUB_SHOTS/after-<name>.png when that folder is set."""
+def shot(page, name: str, element=None) -> None:  # noqa: ANN001
+    """Save a screenshot of `page` (or of one element of it) as COURSEKIT_HUB_SHOTS/after-<name>.png when
+    that folder is set."""
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"after-{name}.png"), full_page=False)
+        (element or page).screenshot(path=str(Path(SHOTS) / f"after-{name}.png"))
 
 
 def log_in(browser, hub: ClassHub, user: str):  # noqa: ANN001, ANN201 - playwright objects
@@ -99,8 +100,13 @@ def wait_until(check, what: str, timeout: float = 180, log: Path | None = None) 
 def write_answer(page, prompt: str, text: str) -> None:  # noqa: ANN001
     """Replace the written-answer cell that starts with `prompt` by `text`, in JupyterLab's Markdown editor."""
     cell = page.locator(".jp-MarkdownCell", has_text=prompt).first
-    cell.dblclick()
-    cell.locator(".cm-content").click()
+    editor = cell.locator(".cm-content")
+    cell.scroll_into_view_if_needed()
+    cell.click()  # the active cell, in command mode; Enter opens its editor (a double click sometimes did not)
+    page.keyboard.press("Escape")
+    page.keyboard.press("Enter")
+    editor.wait_for(state="visible", timeout=30_000)
+    editor.click()
     page.keyboard.press("Control+a")
     page.keyboard.insert_text(text)
     page.keyboard.press("Shift+Enter")
@@ -207,9 +213,7 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
             assert "Misplaced" not in text and "amp;" not in text and "&lt;" not in text and "\\sigma" not in text
             answer = teacher.locator(".nbgrader_cell", has=teacher.locator("input.score#explanation"))
             assert answer.locator("mjx-container mjx-mtable").count() == 1, "her cases block is not typeset"
-            answer.scroll_into_view_if_needed()
-            teacher.evaluate("window.scrollBy(0, -120)")  # below the fixed navigation bar
-            shot(teacher, "formgrader-math")
+            shot(teacher, "formgrader-math", answer)
         score.fill(points)
         score.press("Tab")  # formgrader saves on change
 
