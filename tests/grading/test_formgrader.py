@@ -160,6 +160,13 @@ def test_formgrader_shows_the_students_vetoes_and_copy_flags(browser, formgrader
         assert vetoes == ["veto(q2: 照抄参考答案)"]
         assert any(f.startswith("copied_reference(q2 ") for f in others), others
         assert "alert-danger" in banner.get_attribute("class")
+        # issue 33: the kit's template of the page's navigation bar and banner is in Chinese
+        assert banner.inner_text().startswith("一票否决与标记：")
+        nav_text = page.inner_text("nav.navbar-fixed-top")
+        assert all(words in nav_text for words in ("上一份", "人工评分", "第 ", "份提交", "下一份")), nav_text
+        body = page.inner_text("#notebook")  # and so is the kit's formgrade/index.html.j2 (nbgrader's, translated)
+        assert all(words in body for words in ("学生的答案", "满分", "零分", "附加分")), body[:2000]
+        assert not any(words in body for words in ("Student's answer", "Full credit", "extra credit")), body[:2000]
         # issue 33: the banner is whole, below the fixed navbar and above the notebook's header
         for width in (1280, 1024):
             page.set_viewport_size({"width": width, "height": 900})

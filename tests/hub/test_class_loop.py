@@ -12,6 +12,8 @@ Fetch Feedback buttons and the notebook toolbar's Validate button (@jupyter/nbgr
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from pathlib import Path
 
@@ -20,7 +22,15 @@ from conftest import PASSWORDS, ClassHub
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 WAIT = 180_000  # ms: a server's first start and a grading run under load
+SHOTS = os.environ.get("COURSEKIT_HUB_SHOTS")  # a folder: screenshots of the Validate dialog and formgrader
 RIGHT = "var = sum((r - mean) ** 2 for r in rewards) / len(rewards)"
+# alice's written explanation: `<` in inline math and a `cases` block (issue 33: "Misplaced &", `amp;`)
+EXPLANATION = ("**你的实现解释、实际输出与边界说明：**\n\n用总体方差；当 $\\sigma<\\epsilon$ 时整组归零，"
+               "$\\hat A_i>0$ 表示高于组均值：\n\n$$\n\\hat A_i = \\begin{cases} 0, & \\sigma<\\epsilon \\\\\n"
+               "\\dfrac{r_i-\\mu}{\\sigma}, & \\text{否则} \\end{cases}\n$$\n")
+REASON = ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
+          "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）")
+SELF_CHECK_CODE = ("### BEGIN SELF-CHECKS", "_check_group", "_standardised")
 WRONG = "var = sum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1)  # sample variance"
 
 
@@ -39,6 +49,14 @@ def exercise_cell(release: Path, var_line: str, marker: str) -> str:
         lines.append(line)
     assert "______" not in "\n".join(lines), "the release's blanks changed; update this test"
     return f"# {marker}\n" + "\n".join(lines)
+
+
+def shot(page, name: str, element=None) -> None:  # noqa: ANN001
+    """Save a screenshot of `page` (or of one element of it) as COURSEKIT_HUB_SHOTS/after-<name>.png when
+    that folder is set."""
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        (element or page).screenshot(path=str(Path(SHOTS) / f"after-{name}.png"))
 
 
 def log_in(browser, hub: ClassHub, user: str):  # noqa: ANN001, ANN201 - playwright objects
@@ -79,8 +97,23 @@ def wait_until(check, what: str, timeout: float = 180, log: Path | None = None) 
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def student_works(page, hub: ClassHub, user: str, var_line: str) -> str:  # noqa: ANN001
-    """Fetch, fill the exercise, validate, submit; return the validation dialog's text."""
+def write_answer(page, prompt: str, text: str) -> None:  # noqa: ANN001
+    """Replace the written-answer cell that starts with `prompt` by `text`, in JupyterLab's Markdown editor."""
+    cell = page.locator(".jp-MarkdownCell", has_text=prompt).first
+    editor = cell.locator(".cm-content")
+    cell.scroll_into_view_if_needed()
+    cell.click()  # the active cell, in command mode; Enter opens its editor (a double click sometimes did not)
+    page.keyboard.press("Escape")
+    page.keyboard.press("Enter")
+    editor.wait_for(state="visible", timeout=30_000)
+    editor.click()
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(text)
+    page.keyboard.press("Shift+Enter")
+
+
+def student_works(page, hub: ClassHub, user: str, var_line: str, explanation: str | None = None) -> str:  # noqa: ANN001
+    """Fetch, fill the exercise (and the explanation), validate, submit; return the validation dialog's text."""
     home = hub.layout.home(user)
     open_assignment_list(page)
     page.click("#nbgrader-assignment-list button:text-is('Fetch')")
@@ -92,14 +125,18 @@ def student_works(page, hub: ClassHub, user: str, var_line: str) -> str:  # noqa
     page.keyboard.press("Control+a")
     page.keyboard.insert_text(exercise_cell(hub.layout.course / "release" / "lesson11" / "lesson11.ipynb",
                                             var_line, f"{user} 的提交"))
+    if explanation:
+        write_answer(page, "你的实现解释", explanation)
     page.keyboard.press("Control+s")
-    wait_until(lambda: var_line in (home / "lesson11" / "lesson11.ipynb").read_text(encoding="utf-8"),
-               f"{user}'s saved notebook")
+    saved = [var_line] + ([explanation.split("\n")[2]] if explanation else [])
+    wait_until(lambda: all(json.dumps(line, ensure_ascii=False)[1:-1] in (home / "lesson11" / "lesson11.ipynb")
+                           .read_text(encoding="utf-8") for line in saved), f"{user}'s saved notebook")
     page.click(".jp-NotebookPanel .validate-button")
     dialog = page.wait_for_selector(".jp-Dialog-content", timeout=WAIT)
     page.wait_for_function("() => !document.querySelector('.jp-Dialog-content')?.innerText.includes('Validating')",
                            timeout=WAIT)
     result = dialog.inner_text()
+    shot(page, f"validate-{user}")
     page.click(".jp-Dialog-footer button")
     open_assignment_list(page)
     page.click("#nbgrader-assignment-list button:text-is('Submit')")
@@ -141,11 +178,12 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
         assert "Assignment List" in items and "Formgrader" not in items, items
     # validation runs the notebook in the student's own server: alice's code passes (only the written
     # answers are still empty), bob's sample variance fails a self-check with the grader's own reason
-    alice_checked = student_works(alice, hub, "alice", RIGHT)
+    alice_checked = student_works(alice, hub, "alice", RIGHT, EXPLANATION)
     assert "Validation Results" in alice_checked and "Error" not in alice_checked, alice_checked
     bob_checked = student_works(bob, hub, "bob", WRONG)
-    assert ("本课约定用总体方差（除以 G），不是样本方差（除以 G-1；"
-            "verl 与 TRL 的 torch.std 是样本方差，换算见正文“本课的约定”）") in bob_checked, bob_checked
+    # issue 33: the reason first, right under nbgrader's heading, and none of the self-check cell's code
+    assert re.search(r"The following cell failed:\s*" + re.escape(REASON), bob_checked), bob_checked
+    assert not any(code in bob_checked for code in SELF_CHECK_CODE), bob_checked
 
     # 3. the instructor collects, grades with the kit's sandboxed grader, grades the explanation by hand
     teacher.goto(f"{hub.base}/user/teacher/formgrader")
@@ -170,6 +208,12 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
         # issue 33: the hub's formgrader typesets the lesson's math (its MathJax was a 404)
         teacher.wait_for_function("() => document.querySelectorAll('mjx-container').length > 20", timeout=WAIT)
         assert "\\pi_{\\theta" not in teacher.locator("body").inner_text()
+        if entry["student"] == "alice":  # her explanation's `<` and `cases`, typeset (issue 33)
+            text = teacher.locator("body").inner_text()
+            assert "Misplaced" not in text and "amp;" not in text and "&lt;" not in text and "\\sigma" not in text
+            answer = teacher.locator(".nbgrader_cell", has=teacher.locator("input.score#explanation"))
+            assert answer.locator("mjx-container mjx-mtable").count() == 1, "her cases block is not typeset"
+            shot(teacher, "formgrader-math", answer)
         score.fill(points)
         score.press("Tab")  # formgrader saves on change
 

@@ -10,6 +10,8 @@ inbound and feedback folders, and collect takes the student from the folder (cou
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import pytest
 from conftest import ROOT, ClassHub
@@ -24,6 +26,7 @@ found = {{
     "exchange": sorted(glob.glob("/srv/nbgrader/exchange/{course_id}/*/*")),
     "host_paths": [p for p in host if os.path.exists(p)],
     "uid": os.getuid(),
+    "kit": sorted(os.listdir("/srv/coursekit/python")),  # the kit's validate extension, alone
     "other_processes": [p for p in os.listdir("/proc") if p.isdigit() and
                         open(f"/proc/{{p}}/cmdline", "rb").read().split(b"\0")[0].endswith(b"jupyterhub")],
 }}
@@ -63,7 +66,7 @@ def test_a_student_reaches_only_her_own_files(class_with_submissions: ClassHub) 
     host = [str(course / "source" / "lesson11" / "lesson11.ipynb"), str(course / "gradebook.db"),
             str(hub.layout.home("bob")), str(hub.layout.exchange_course() / "inbound" / "bob"),
             str(state / "passwords.csv"), str(state / "accounts.json"),
-            str(ROOT / "autograder" / "source"), str(ROOT / "solutions"), str(ROOT / "lessons")]
+            str(ROOT / "autograder" / "source"), str(ROOT / "solutions"), str(ROOT / "lessons"), str(ROOT / "src")]
     ran = alice.run_code(PROBE.format(host=host, course_id=hub.layout.course_id))
     assert ran["error"] is None, ran
     found = json.loads(ran["stdout"])
@@ -72,6 +75,7 @@ def test_a_student_reaches_only_her_own_files(class_with_submissions: ClassHub) 
     assert [p for p in found["exchange"] if "/inbound/alice+lesson11+" in p], found["exchange"]  # her own
     assert found["host_paths"] == [], "the course, hidden tests, gradebook, passwords or bob's files are visible"
     assert found["uid"] == 20001 and found["other_processes"] == []
+    assert found["kit"] == ["coursekit_hub_validate.py"], found["kit"]
 
     # the forged submission lands in alice's own folder; collect does not take it as bob's
     assert found["forged"] is True
@@ -79,6 +83,26 @@ def test_a_student_reaches_only_her_own_files(class_with_submissions: ClassHub) 
     log = teacher.server("POST", "formgrader/api/assignment/lesson11/collect").json()["log"]
     assert "not named for the student whose folder holds it" in log, log
     assert "2030-01-01" not in (hub.layout.course / "submitted" / "bob" / "lesson11" / "timestamp.txt").read_text()
+
+
+def test_validate_on_a_students_server_gives_the_reason_then_her_own_line(class_with_submissions: ClassHub) -> None:
+    """nbgrader's Validate URL on alice's own server (the lab extension's request), on a copy of the released
+    notebook with its blanks still empty: each failed check is its reason, then her line (issue 33)."""
+    hub = class_with_submissions
+    blank = hub.layout.home("alice") / "lesson11" / "blank.ipynb"
+    shutil.copyfile(hub.layout.course / "release" / "lesson11" / "lesson11.ipynb", blank)
+    os.chown(blank, 20001, 20001)  # alice's uid in her sandbox
+    alice = hub.login("alice")
+    reply = alice.server("POST", "assignments/validate", data={"path": "lesson11/blank.ipynb"})
+    reply.raise_for_status()
+    answer = reply.json()
+    assert answer["success"], answer
+    tests = [cell for cell in answer["value"]["failed"] if cell["error"] != "未作答。"]
+    assert tests, answer
+    for cell in tests:
+        assert cell["source"] == "NameError: name '______' is not defined", cell
+        assert cell["error"].startswith("（出错位置：第 1 个代码格第 "), cell
+        assert cell["error"].endswith("行：var = ______）"), cell
 
 
 def test_a_student_cannot_use_another_server_or_formgrader(class_with_submissions: ClassHub) -> None:

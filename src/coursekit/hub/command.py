@@ -29,7 +29,7 @@ from coursekit.childproc import StopSignals, exit_status
 from coursekit.errors import CourseError
 from coursekit.hub.limits import end_group
 from coursekit.hub.settings import HubLayout, HubSettings, ensure_accounts, load_hub_settings
-from coursekit.hub.spawner import UID_BASE
+from coursekit.hub.spawner import UID_BASE, VALIDATE_MODULE
 
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_STATE = Path("build/hub")
@@ -37,16 +37,19 @@ LOCALE_SETTINGS = Path(".jupyter/lab/user-settings/@jupyterlab/translation-exten
 # a student opens the feedback page (lesson11.html) in JupyterLab's HTML viewer: trusted, its own scripts (the
 # inlined MathJax, coursekit.grading.pages) run, in the viewer's sandboxed frame (scripts, no same origin)
 HTML_VIEWER_SETTINGS = Path(".jupyter/lab/user-settings/@jupyterlab/htmlviewer-extension/plugin.jupyterlab-settings")
+# Validate: nbgrader's handler with the failed checks' reasons first (coursekit.hub.validate), in place of nbgrader's
 STUDENT_SERVER_EXTENSIONS = {"nbgrader.server_extensions.formgrader": False,
                              "nbgrader.server_extensions.course_list": False,
                              "nbgrader.server_extensions.assignment_list": True,
-                             "nbgrader.server_extensions.validate_assignment": True}
+                             "nbgrader.server_extensions.validate_assignment": False,
+                             VALIDATE_MODULE: True}
 STUDENT_LAB_DISABLED = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
                         "@jupyter/nbgrader:course-list")
 INSTRUCTOR_SERVER_EXTENSIONS = {"nbgrader.server_extensions.formgrader": True,
                                 "nbgrader.server_extensions.course_list": True,
                                 "nbgrader.server_extensions.assignment_list": False,
-                                "nbgrader.server_extensions.validate_assignment": True}
+                                "nbgrader.server_extensions.validate_assignment": False,
+                                "coursekit.hub.validate": True}
 INSTRUCTOR_LAB_DISABLED = ("@jupyter/nbgrader:assignment-list",)
 STOP_WAIT = 60  # seconds for JupyterHub to stop its servers and proxy
 

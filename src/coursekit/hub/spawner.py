@@ -37,6 +37,9 @@ UID_BASE = 20000
 SANDBOX_HOME = "/home"
 SANDBOX_CONFIG = "/srv/coursekit/config"
 SANDBOX_EXCHANGE = "/srv/nbgrader/exchange"
+SANDBOX_PYTHON = "/srv/coursekit/python"  # on a student server's PYTHONPATH: the validate extension alone
+VALIDATE_MODULE = "coursekit_hub_validate"  # coursekit.hub.validate, as a student's server imports it
+VALIDATE_FILE = Path(__file__).with_name("validate.py")
 PR_SET_PDEATHSIG = 1
 SYSTEM_PATHS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32")
 
@@ -76,6 +79,8 @@ class ClassSpawner(LocalProcessSpawner):
         env.update(USER=self.user.name, LOGNAME=self.user.name, HOME=home, SHELL="/bin/bash", LANG="C.UTF-8",
                    JUPYTER_CONFIG_PATH=config, PATH=os.pathsep.join([os.path.dirname(sys.executable),
                                                                       "/usr/local/bin", "/usr/bin", "/bin"]))
+        if not self.is_instructor:  # the kit is not installed in the sandbox; its validate extension is bound
+            env["PYTHONPATH"] = SANDBOX_PYTHON
         env.pop("JUPYTER_CONFIG_DIR", None)
         env.pop("JUPYTER_DATA_DIR", None)
         return env
@@ -124,7 +129,8 @@ class ClassSpawner(LocalProcessSpawner):
         for path in python_paths():  # the venv and its base interpreter (the grading sandbox's list)
             if not path.startswith(("/usr/", "/lib", "/etc/")) and not os.path.islink(path):
                 args += _mkdirs(path, made) + ["--ro-bind", path, path]
-        for path in (f"{SANDBOX_HOME}/{name}", SANDBOX_CONFIG, SANDBOX_EXCHANGE):
+        validate_module = f"{SANDBOX_PYTHON}/{VALIDATE_MODULE}.py"
+        for path in (f"{SANDBOX_HOME}/{name}", SANDBOX_CONFIG, SANDBOX_EXCHANGE, validate_module):
             args += _mkdirs(path, made)
         # nbgrader wants a writable exchange root (it is 1777 on a shared disk too); this one is the
         # sandbox's own tmpfs folder, so what a student leaves there reaches nobody
@@ -133,6 +139,7 @@ class ClassSpawner(LocalProcessSpawner):
         args += ["--proc", "/proc", "--dev", "/dev",
                  "--bind", str(layout.home(name)), f"{SANDBOX_HOME}/{name}",
                  "--ro-bind", str(layout.config("student")), SANDBOX_CONFIG,
+                 "--ro-bind", str(VALIDATE_FILE), validate_module,
                  "--ro-bind", str(exchange / "outbound"), f"{SANDBOX_EXCHANGE}/{layout.course_id}/outbound",
                  "--bind", str(exchange / "inbound" / name), f"{SANDBOX_EXCHANGE}/{layout.course_id}/inbound",
                  "--ro-bind", str(exchange / "feedback" / name), f"{SANDBOX_EXCHANGE}/{layout.course_id}/feedback",

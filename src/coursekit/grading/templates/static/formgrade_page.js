@@ -25,9 +25,9 @@
     $("[data-link]").each(function () {
       $(this).map(linkTo("notebook", $(this).data("link"))).removeAttr("data-link");
     });
-    $("span.glyphicon.name-hidden").tooltip({title: "Show student name", placement: "bottom", trigger: "hover"})
+    $("span.glyphicon.name-hidden").tooltip({title: "显示学生姓名", placement: "bottom", trigger: "hover"})
       .on("click", function () { window.toggle_name(true); });
-    $("span.glyphicon.name-shown").tooltip({title: "Hide student name", placement: "bottom", trigger: "hover"})
+    $("span.glyphicon.name-shown").tooltip({title: "隐藏学生姓名", placement: "bottom", trigger: "hover"})
       .on("click", function () { window.toggle_name(false); });
   });
 })();
