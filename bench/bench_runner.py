@@ -118,6 +118,14 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A page closed while a file was still being sent (a context closed after its Check) is no error."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def build_site(out: Path) -> str:
     """The exercise preview in `out`; return the lesson page's path inside it."""
     if not (ROOT / LESSON.release_notebook).is_file():
@@ -265,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         target = build_site(site)
         (site / "bare.html").write_text(BARE_PAGE, encoding="utf-8")
         (site / "bare-worker.js").write_text(BARE_WORKER, encoding="utf-8")
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
+        server = QuietServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
         threading.Thread(target=server.serve_forever, daemon=True).start()
         pages = {"preview": target, "quarto": build_quarto_page(site, target),  # as runner.lua gives it
                  "quarto_no_boot": build_quarto_page(site, target, "quarto-no-boot", ("course-runner-boot",))}
