@@ -610,14 +610,25 @@ NEAR = ("const near = (n) => { const box = n.parentElement.getBoundingClientRect
         ".checkVisibility() && box.bottom > -innerHeight && box.top < 2 * innerHeight; };")
 RAW_TEX_NEAR = RAW_TEX.replace("raw.push(", "near(n) && raw.push(").replace("const raw = [];", "const raw = [];" + NEAR)
 TYPESET = "() => document.querySelectorAll('mjx-container').length"
-SCROLL_TO_LAST_TEX = r"""() => {
+# What comes first from here on: the Check's result (the widget's data-completed) or a formula typeset.
+ORDER = """() => {
+    window.__order = [];
+    new MutationObserver(changes => {
+        for (const c of changes) {
+            if (c.type === "attributes") __order.push("result");
+            else if ([...c.addedNodes].some(n => n.nodeName === "MJX-CONTAINER")) __order.push("typeset");
+        }
+    }).observe(document.body, {subtree: true, childList: true, attributes: true, attributeFilter: ["data-completed"]});
+}"""
+SCROLL_TO_WAITING_TEX = r"""() => {  /* the first shown text still in raw TeX, to the screen's middle */
     const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
-    let last = null;
     for (let n = walker.nextNode(); n; n = walker.nextNode()) {
         if (n.parentElement.closest('pre, code, textarea, script, style, .cr-widget, .cm-editor')) continue;
-        if (/\$[^$\s][^$]*\$|\\\(|\\\[/.test(n.textContent) && n.parentElement.checkVisibility()) last = n;
+        if (/\$[^$\s][^$]*\$|\\\(|\\\[/.test(n.textContent) && n.parentElement.checkVisibility()) {
+            n.parentElement.scrollIntoView({block: "center"});
+            return;
+        }
     }
-    last.parentElement.scrollIntoView({block: "center"});
 }"""
 
 
@@ -626,7 +637,8 @@ def test_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pythons_sta
     """With Pyodide's wasm held back (Python neither starts nor fails), the formulas on screen and a screen
     below are typeset (issue 25: no raw TeX in view) and the others wait (issue 33: compiling them all
     competed with Pyodide's start); those scrolled to are typeset at once, still before Python has
-    started; once Python has started every formula is typeset without any scrolling. Both renderings: the
+    started; once Python has started every formula is typeset without any scrolling, after the result of a
+    Check pressed while Python was starting (no typesetting while it is pending). Both renderings: the
     preview, and the DOM Quarto writes with the site's include-in-header, MathJax and runner.lua's <head>."""
     held = []
     fresh_context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
@@ -645,11 +657,15 @@ def test_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pythons_sta
         near = page.evaluate(TYPESET)
         waiting = page.evaluate(RAW_TEX)
         assert near > 0 and waiting, f"{near} formulas typeset, {len(waiting)} texts waiting: nothing yielded"
-        page.evaluate(SCROLL_TO_LAST_TEX)
+        page.evaluate(SCROLL_TO_WAITING_TEX)
         page.wait_for_function(f"() => ({RAW_TEX_NEAR})().length === 0 && ({TYPESET})() > {near}", timeout=30_000)
+        assert page.evaluate(RAW_TEX), "no formula left to wait for Python"
         assert held, "the worker did not request pyodide.asm.wasm"
         assert page.get_attribute(".cr-widget", "data-state") == "loading", "Python started: the test held nothing"
         page.evaluate("() => scrollTo(0, 0)")
+        page.evaluate(ORDER)
+        # pressed while Python starts (a click from script: no scroll brings other formulas near the screen)
+        page.evaluate("() => document.querySelector('button[data-action=check]').click()")
         for route in held:
             route.continue_()
         held.clear()
@@ -657,6 +673,8 @@ def test_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pythons_sta
         page.evaluate("() => { window.courseMathTypeset.then(() => { window.__allTypeset = true; }); }")
         page.wait_for_function("() => window.__allTypeset === true", timeout=60_000)
         assert page.evaluate(RAW_TEX) == [], "formulas left untypeset after Python started"
+        order = page.evaluate("window.__order")
+        assert order[0] == "result" and "typeset" in order, order
         assert not errors, errors
     finally:
         for route in held:
