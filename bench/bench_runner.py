@@ -19,8 +19,16 @@ Quarto writes for runner.lua's dependencies, computed by running the filter (tes
 the inline worker boot, then runner.js and its files from site_libs/quarto-contrib/; and, as a baseline,
 the same page without the boot (runner.js starts the worker, as before issue 22).
 
-Medians are printed with the targets, as ratios to the blank page's Pyodide load measured in the same
-run (issue 12: first Check <= 1.1x, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
+Each round measures the blank page, then every page in turn (in reverse order every other round), then the
+blank page again; a page's ratio is its first Check over the mean of that round's two blank-page loads, so
+a change of the machine's load weighs on both alike. A warm-up load of each page comes first, not counted.
+Printed: a line per round with the 1-minute load average at its start and each rendering's ratio, then
+median, min and max of each ratio with the targets (issues 12 and 33: first Check <= 1.1x the blank page on
+both renderings, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
+
+--first-only measures only the first Check (quicker rounds); --variants adds, first Check only, each page
+with one piece of its start-up work taken out or changed (VARIANTS: no MathJax, MathJax typesetting every
+formula at once, no site.js, no head boot): what the first Check loses to each.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import argparse
 import functools
 import http.server
 import json
+import os
 import re
 import statistics
 import sys
@@ -109,6 +118,14 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A page closed while a file was still being sent (a context closed after its Check) is no error."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def build_site(out: Path) -> str:
     """The exercise preview in `out`; return the lesson page's path inside it."""
     if not (ROOT / LESSON.release_notebook).is_file():
@@ -187,9 +204,62 @@ def measure(browser: object, url: str, code: str) -> dict[str, float]:
             "run_pass": run_pass, "reload_first": reload_first, "passed": float(passed)}
 
 
+# Variants of the two pages, each with one piece of its start-up work taken out or changed (--variants): what
+# the first Check loses to each. (page kind, label, [(text in the page, its replacement)]): each text must
+# occur exactly once in the page, or the bench stops (a variant that changed nothing would measure nothing).
+MATHJAX_SCRIPT = re.compile(r'<script[^>]*src="[^"]*assets/vendor/mathjax/tex-chtml\.js"[^>]*></script>')
+SITE_JS = re.compile(r'<script[^>]*src="[^"]*assets/site/site\.js"[^>]*></script>')
+HEAD_BOOT = re.compile(r"<script>\(\(\) => \{ /\* the runner's worker, started before runner\.js.*?</script>", re.S)
+# quarto-head.html's typesetting order: every formula at once, as on a page without the runner (no yield to Python)
+ALL_AT_ONCE = re.compile(re.escape('if (html.dataset.courseRunnerStarting !== "true" ||'))
+VARIANTS = {
+    "preview, no MathJax": ("preview", [(MATHJAX_SCRIPT, "")]),
+    "preview, MathJax all at once": ("preview", [(ALL_AT_ONCE, "if (true ||")]),
+    "preview, no site.js (search, Mermaid, scroll boxes)": ("preview", [(SITE_JS, "")]),
+    "preview, no head boot": ("preview", [(HEAD_BOOT, "")]),
+    "quarto, no MathJax": ("quarto", [(MATHJAX_SCRIPT, "")]),
+    "quarto, MathJax all at once": ("quarto", [(ALL_AT_ONCE, "if (true ||")]),
+}
+
+
+def write_variant(site: Path, page: str, label: str, changes: list[tuple[re.Pattern, str]]) -> str:
+    """`page` with `changes` made, beside it as <name>-<label>.html; return its path."""
+    text = (site / page).read_text(encoding="utf-8")
+    for pattern, replacement in changes:
+        text, count = pattern.subn(lambda _m, r=replacement: r, text)
+        if count != 1:
+            raise SystemExit(f"error: bench variant {label!r}: {pattern.pattern[:60]!r} occurs {count} times in {page}")
+    slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
+    out = str(Path(page).with_name(f"{Path(page).stem}-{slug}.html"))
+    (site / out).write_text(text, encoding="utf-8")
+    return out
+
+
+def first_only(browser: object, url: str, code: str) -> dict[str, float]:
+    """A fresh context: seconds from load to the first Check result."""
+    context = browser.new_context()
+    page = context.new_page()
+    key = f"course-runner:v1:{urlsplit(url).path}:lesson11:code"
+    page.add_init_script(f"localStorage.setItem({json.dumps(key)}, {json.dumps(code)})")
+    page.add_init_script(READY_AT)
+    _, first = first_check(page, url)
+    passed = page.get_attribute(".cr-summary", "data-passed")
+    context.close()
+    return {"first": first, "passed": float(passed)}
+
+
+def spread(values: list[float]) -> str:
+    """Median and range of `values`."""
+    return f"{statistics.median(values):.2f}  (min {min(values):.2f}, max {max(values):.2f}, n={len(values)})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="fresh page loads to measure (default 3)")
+    parser.add_argument("--repeat", "--rounds", type=int, default=3, help="rounds of fresh page loads (default 3)")
+    parser.add_argument("--first-only", action="store_true",
+                        help="measure only the first Check (no second Check, Run or reload): quicker rounds")
+    parser.add_argument("--variants", action="store_true",
+                        help="also each page with one piece of its start-up work changed (VARIANTS), first Check only")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -203,43 +273,78 @@ def main(argv: list[str] | None = None) -> int:
         target = build_site(site)
         (site / "bare.html").write_text(BARE_PAGE, encoding="utf-8")
         (site / "bare-worker.js").write_text(BARE_WORKER, encoding="utf-8")
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
+        server = QuietServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        quarto = {"quarto": build_quarto_page(site, target),  # as runner.lua gives it
-                  "quarto_no_boot": build_quarto_page(site, target, "quarto-no-boot", ("course-runner-boot",))}
+        pages = {"preview": target, "quarto": build_quarto_page(site, target),  # as runner.lua gives it
+                 "quarto_no_boot": build_quarto_page(site, target, "quarto-no-boot", ("course-runner-boot",))}
+        variants = {label: write_variant(site, pages[kind], label, changes)
+                    for label, (kind, changes) in VARIANTS.items()} if args.variants else {}
         base = f"http://127.0.0.1:{server.server_port}/"
+        runs = []
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-            runs = [measure(browser, base + target, code) | {"bare": bare_pyodide(browser, base + "bare.html")}
-                    | {f"{name}_{k}": v for name, page in quarto.items()
-                       for k, v in measure(browser, base + page, code).items()}
-                    for _ in range(args.repeat)]
+            bare_pyodide(browser, base + "bare.html")  # a warm-up, not counted: the files into the OS's cache
+            for path in list(pages.values()) + list(variants.values()):
+                first_only(browser, base + path, code)
+            print(f"{'round':<6} {'load(1m)':>8} {'blank s':>8} " + " ".join(f"{n:>15}" for n in pages)
+                  + "   (first Check / blank page)", flush=True)
+            for k in range(args.repeat):
+                load = os.getloadavg()[0]
+                # the blank page before and after the pages, the pages in turn in alternating order: a change
+                # of the machine's load during the round weighs on every page alike
+                order = list(pages) + list(variants)
+                order = order if k % 2 == 0 else order[::-1]
+                bare = [bare_pyodide(browser, base + "bare.html")]
+                run: dict[str, dict[str, float]] = {}
+                for name in order:
+                    url = base + (pages.get(name) or variants[name])
+                    run[name] = first_only(browser, url, code) if args.first_only or name in variants \
+                        else measure(browser, url, code)
+                bare.append(bare_pyodide(browser, base + "bare.html"))
+                blank = statistics.mean(bare)
+                run["bare"] = {"first": blank, "load": load}
+                runs.append(run)
+                print(f"{k + 1:<6} {load:>8.2f} {blank:>8.2f} "
+                      + " ".join(f"{run[n]['first'] / blank:>15.2f}" for n in pages), flush=True)
+                for name in variants:
+                    print(f"{'':<6} {'':>8} {'':>8} {name}: {run[name]['first'] / blank:.2f}", flush=True)
             browser.close()
         server.shutdown()
-    med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-    print(LINE.format(name="runs (fresh contexts)", value=args.repeat))
-    print(LINE.format(name="checks passed (of 3), median", value=f"{med['passed']:.0f}"))
-    print(LINE.format(name="blank page -> Pyodide loaded (s)  [baseline]", value=f"{med['bare']:.2f}"))
-    print(LINE.format(name="load -> Python ready (s)", value=f"{med['ready']:.2f}"))
-    print(LINE.format(name="load -> first Check result (s)", value=f"{med['first']:.2f}"))
-    print(LINE.format(name="first Check / blank-page Pyodide  [target <= 1.1]",
-                      value=f"{med['first'] / med['bare']:.2f}"))
-    print(LINE.format(name="reload -> first Check result (s)", value=f"{med['reload_first']:.2f}"))
-    print(LINE.format(name="reload first Check / blank-page Pyodide  [target <= 0.6]",
-                      value=f"{med['reload_first'] / med['bare']:.2f}"))
-    print(LINE.format(name="Quarto-shaped page: checks passed (of 3), median", value=f"{med['quarto_passed']:.0f}"))
-    print(LINE.format(name="Quarto-shaped page: load -> first Check result (s)", value=f"{med['quarto_first']:.2f}"))
-    print(LINE.format(name="Quarto first Check / blank-page Pyodide  [target <= 1.1]",
-                      value=f"{med['quarto_first'] / med['bare']:.2f}"))
-    print(LINE.format(name="Quarto reload first Check / blank-page Pyodide  [target <= 0.6]",
-                      value=f"{med['quarto_reload_first'] / med['bare']:.2f}"))
-    print(LINE.format(name="same page without runner.lua's head boot: first Check / blank  [baseline]",
-                      value=f"{med['quarto_no_boot_first'] / med['bare']:.2f}"))
-    in_page = med["second_in_page"] * 1000
-    print(LINE.format(name="second Check, in page (ms)", value=f"{in_page:.0f}  (target <= 200 ms)"))
-    print(LINE.format(name="second Check, click to result (ms)", value=f"{med['second'] * 1000:.0f}"))
-    print(LINE.format(name="Run `pass`, click to result (ms)  [baseline]", value=f"{med['run_pass'] * 1000:.0f}"))
-    print(LINE.format(name="second Check / Run `pass`", value=f"{med['second'] / med['run_pass']:.2f}"))
+
+    def ratios(name: str, key: str = "first") -> list[float]:
+        return [r[name][key] / r["bare"]["first"] for r in runs]
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[name][key] for r in runs)
+
+    loads = [r["bare"]["load"] for r in runs]
+    print()
+    print(LINE.format(name="rounds (fresh contexts, pages in alternating order)", value=args.repeat))
+    print(LINE.format(name="load average (1 min) at each round's start", value=" ".join(f"{x:.2f}" for x in loads)))
+    blanks = [r["bare"]["first"] for r in runs]
+    print(LINE.format(name="blank page -> Pyodide loaded (s)  [baseline]", value=spread(blanks)))
+    for name, title in (("preview", "preview"), ("quarto", "Quarto-shaped page")):
+        print(LINE.format(name=f"{title}: checks passed (of 3), median", value=f"{med(name, 'passed'):.0f}"))
+        firsts = [r[name]["first"] for r in runs]
+        print(LINE.format(name=f"{title}: load -> first Check result (s)", value=spread(firsts)))
+        print(LINE.format(name=f"FIRST CHECK RATIO {title} / blank page  [target <= 1.1]", value=spread(ratios(name))))
+    print(LINE.format(name="same Quarto page without runner.lua's head boot / blank  [baseline]",
+                      value=spread(ratios("quarto_no_boot"))))
+    for name in variants:
+        print(LINE.format(name=f"variant: {name} / blank", value=spread(ratios(name))))
+    if not args.first_only:
+        print(LINE.format(name="load -> Python ready (s)", value=f"{med('preview', 'ready'):.2f}"))
+        print(LINE.format(name="reload first Check / blank-page Pyodide  [target <= 0.6]",
+                          value=spread(ratios("preview", "reload_first"))))
+        print(LINE.format(name="Quarto reload first Check / blank-page Pyodide  [target <= 0.6]",
+                          value=spread(ratios("quarto", "reload_first"))))
+        in_page = med("preview", "second_in_page") * 1000
+        print(LINE.format(name="second Check, in page (ms)", value=f"{in_page:.0f}  (target <= 200 ms)"))
+        print(LINE.format(name="second Check, click to result (ms)", value=f"{med('preview', 'second') * 1000:.0f}"))
+        run_pass = med("preview", "run_pass") * 1000
+        print(LINE.format(name="Run `pass`, click to result (ms)  [baseline]", value=f"{run_pass:.0f}"))
+        print(LINE.format(name="second Check / Run `pass`",
+                          value=f"{med('preview', 'second') / med('preview', 'run_pass'):.2f}"))
     return 0
 
 

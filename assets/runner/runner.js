@@ -28,7 +28,8 @@
 // <html data-course-runner-starting="true"> until Python is ready or has failed (then the event
 // "course-runner-started"), and <html data-course-runner-busy="true"> while a Run or Check is
 // pending (then "course-runner-idle", sent once the result has been painted). The CodeMirror editor
-// waits by them, and so does MathJax's typesetting (preview.html.j2, assets/site/quarto-head.html).
+// waits by them, and so does MathJax's typesetting of the formulas away from the screen
+// (assets/site/quarto-head.html, which the preview inlines).
 (() => {
   "use strict";
 

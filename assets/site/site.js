@@ -83,7 +83,7 @@
     }
     markScrollBoxes();
     window.addEventListener("resize", later);
-    // formulas typeset as they come into view (MathJax's ui/lazy) and diagrams drawn change what scrolls
+    // formulas typeset as they come near (assets/site/quarto-head.html) and diagrams drawn change what scrolls
     var main = document.querySelector("main");
     if (main && window.MutationObserver) new MutationObserver(later).observe(main, { childList: true, subtree: true });
   }

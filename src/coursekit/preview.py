@@ -38,6 +38,8 @@ QUARTO_VERSION = "1.10.18"  # the Quarto the site is tested against (.github/wor
 NOTICE = (f"预览版：由 nbconvert 生成（未安装 Quarto），有导航、搜索、公式、图和代码运行器。完整的 Quarto 站点请安装 "
           f"Quarto {QUARTO_VERSION}（本站测试所用的版本）后运行 make site。")
 MATHJAX = Path("node_modules/mathjax/es5")
+# MathJax's options and typesetting order, one file for both renderings (the Quarto pages' include-in-header)
+MATHJAX_HEAD = Path("assets/site/quarto-head.html")
 WRAPPER_TAB_STOP = re.compile(r'(<div class="(?:jp-Cell-inputWrapper|[^"]*\bjp-OutputArea-output)"[^>]*?) tabindex="0"')
 MERMAID = Path("node_modules/mermaid/dist/mermaid.min.js")
 PYODIDE = Path("node_modules/pyodide")
@@ -292,7 +294,8 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: Les
     exercise the page's runner runs, None for a page without one)."""
     root = "../" * target.count("/")
     site = {"root": root, "title": build.course.title, "branch": build.branch.name, "notice": build.notice,
-            "nav": nav_links(build, target, root)}
+            "nav": nav_links(build, target, root),
+            "mathjax_head": (build.root / MATHJAX_HEAD).read_text(encoding="utf-8")}
     exporter = HTMLExporter(
         template_name="lab", template_file="preview.html.j2", extra_template_paths=[str(TEMPLATE_DIR)]
     )

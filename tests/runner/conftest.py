@@ -8,12 +8,17 @@ writes for the filter's dependencies, from running runner.lua: the inline boot o
 then runner.js from site_libs/ as a blocking script with data-runner-root and the page's own config,
 `assets/runner/runner-config-lesson11_grpo.json`; `.course-runner` wrapper), and `bootstrap/lesson11_grpo.html`, the
 same styled with the Bootstrap 5.3 CSS that Quarto's themes are built on, in a Bootstrap grid column
-(Quarto cannot run here; this page stands in for its layout). The config's time limit is 3 s.
+(Quarto cannot run here; this page stands in for its layout). `quarto-math/lesson11_grpo.html` is the
+exercise branch page's formulas and diagram in the DOM Quarto 1.10 writes (tests/site/quarto_dom.py: the
+site's include-in-header, MathJax and Mermaid as Quarto loads them) with runner.lua's <head> and the
+exercise cell. The config's time limit is 3 s.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +32,15 @@ from coursekit.course_file import load_course
 from coursekit.grading.course import Course
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "site"))
+import quarto_dom  # noqa: E402 - the DOM Quarto 1.10 writes for a lesson page's formulas (a site test helper)
+
 LESSON = load_course(ROOT / "course.yml").lesson("lesson11")  # the lesson these fixtures are shaped after
 FIXTURES = Path(__file__).parent / "fixtures"
 PREVIEW_PAGE = "exercises/lesson11_grpo.html"
 QUARTO_PAGE = "quarto/lesson11_grpo.html"
 BOOTSTRAP_PAGE = "bootstrap/lesson11_grpo.html"
+QUARTO_MATH_PAGE = "quarto-math/lesson11_grpo.html"
 BOOTSTRAP_CSS = ROOT / "node_modules" / "bootstrap" / "dist" / "css" / "bootstrap.min.css"
 QUARTO_DEPENDENCY = "site_libs/quarto-contrib/course-runner-2.0.0"
 TIME_LIMIT_S = 3.0
@@ -60,6 +69,11 @@ def site(tmp_path_factory: pytest.TempPathFactory, course: Course) -> Path:
     quarto_page = (FIXTURES / "quarto_page.html").read_text(encoding="utf-8")
     (site / QUARTO_PAGE).write_text(quarto_page.replace("{head}", quarto_filter.head_html(QUARTO_PAGE)),
                                     encoding="utf-8")
+    exercise = re.search(r'<div class="course-runner">.*?\n</div>\n', quarto_page, re.S)[0]
+    (site / QUARTO_MATH_PAGE).parent.mkdir(parents=True)
+    quarto_dom.write_page((site / QUARTO_MATH_PAGE).parent, ROOT / "exercises/lesson11_grpo.qmd",
+                          name=Path(QUARTO_MATH_PAGE).name, runner=quarto_filter.head_html(QUARTO_MATH_PAGE),
+                          after=exercise)
     (site / BOOTSTRAP_PAGE).parent.mkdir(parents=True)
     shutil.copyfile(FIXTURES / "bootstrap_page.html", site / BOOTSTRAP_PAGE)
     (site / "vendor").mkdir()
@@ -88,10 +102,12 @@ def preview_site(site: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def pages(base_url: str, preview_site: Path) -> dict[str, str]:
-    """URLs of the fixture pages ("preview", "quarto", "bootstrap") and of the real preview's lesson page ("real")."""
+    """URLs of the fixture pages ("preview", "quarto", "bootstrap", "quarto_math") and of the real preview's lesson
+    page ("real")."""
     real = preview.lesson_page(LESSON, "exercise").target
     return {"preview": base_url + PREVIEW_PAGE, "quarto": base_url + QUARTO_PAGE,
-            "bootstrap": base_url + BOOTSTRAP_PAGE, "real": f"{base_url}{preview_site.name}/{real}"}
+            "bootstrap": base_url + BOOTSTRAP_PAGE, "quarto_math": base_url + QUARTO_MATH_PAGE,
+            "real": f"{base_url}{preview_site.name}/{real}"}
 
 
 @pytest.fixture(scope="session")

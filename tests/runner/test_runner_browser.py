@@ -604,35 +604,81 @@ RAW_TEX = r"""() => {
     }
     return raw;
 }"""
-PYTHON_FIRST_MS = 15_000  # preview.html.j2: the longest the formulas wait for the runner's Python
+# The same, only in shown text (not in a closed hint) within a screen of the viewport: what the reader sees or
+# scrolls to next.
+NEAR = ("const near = (n) => { const box = n.parentElement.getBoundingClientRect(); return n.parentElement"
+        ".checkVisibility() && box.bottom > -innerHeight && box.top < 2 * innerHeight; };")
+RAW_TEX_NEAR = RAW_TEX.replace("raw.push(", "near(n) && raw.push(").replace("const raw = [];", "const raw = [];" + NEAR)
+TYPESET = "() => document.querySelectorAll('mjx-container').length"
+# What comes first from here on: the Check's result (the widget's data-completed) or a formula typeset.
+ORDER = """() => {
+    window.__order = [];
+    new MutationObserver(changes => {
+        for (const c of changes) {
+            if (c.type === "attributes") __order.push("result");
+            else if ([...c.addedNodes].some(n => n.nodeName === "MJX-CONTAINER")) __order.push("typeset");
+        }
+    }).observe(document.body, {subtree: true, childList: true, attributes: true, attributeFilter: ["data-completed"]});
+}"""
+SCROLL_TO_WAITING_TEX = r"""() => {  /* the first shown text still in raw TeX, to the screen's middle */
+    const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        if (n.parentElement.closest('pre, code, textarea, script, style, .cr-widget, .cm-editor')) continue;
+        if (/\$[^$\s][^$]*\$|\\\(|\\\[/.test(n.textContent) && n.parentElement.checkVisibility()) {
+            n.parentElement.scrollIntoView({block: "center"});
+            return;
+        }
+    }
+}"""
 
 
-def test_mathjax_typesets_before_and_independent_of_python(context, pages) -> None:
-    """With Pyodide's wasm held back (Python neither starts nor fails), MathJax still starts, replaces
-    every formula's raw TeX and typesets the formulas a reader scrolls to (issue 25): since issue 33 it
-    waits for Python's start, but PYTHON_FIRST_MS at most, so the page's own cap typesets them here.
-    (Until issue 33 this test also let no timer of 5 s or more fire: MathJax typeset without any wait.)"""
+@pytest.mark.parametrize("name", ["real", "quarto_math"], ids=["preview", "quarto"])
+def test_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pythons_start(fresh_context, pages, name) -> None:
+    """With Pyodide's wasm held back (Python neither starts nor fails), the formulas on screen and a screen
+    below are typeset (issue 25: no raw TeX in view) and the others wait (issue 33: compiling them all
+    competed with Pyodide's start); those scrolled to are typeset at once, still before Python has
+    started; once Python has started every formula is typeset without any scrolling, after the result of a
+    Check pressed while Python was starting (no typesetting while it is pending). Both renderings: the
+    preview, and the DOM Quarto writes with the site's include-in-header, MathJax and runner.lua's <head>."""
     held = []
-
-    def hold(route: object) -> None:
-        held.append(route)
-
-    context.route("**/pyodide.asm.wasm", hold)
-    page = context.new_page()
+    fresh_context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
+    page = fresh_context.new_page()
+    page.set_viewport_size({"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     try:
-        page.goto(pages["real"])
+        page.goto(pages[name])
         page.wait_for_selector(".cr-widget")
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.document"
-                               " && MathJax.startup.document.lazyList", timeout=30_000)
-        page.wait_for_function(f"() => ({RAW_TEX})().length === 0", timeout=PYTHON_FIRST_MS + 30_000)
-        page.locator("mjx-lazy").first.scroll_into_view_if_needed()
-        page.wait_for_function("() => document.querySelectorAll('mjx-container mjx-math').length > 0", timeout=30_000)
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
+        page.evaluate("() => { MathJax.startup.promise.then(() => { window.__started = true; }); }")
+        page.wait_for_function("() => window.__started === true", timeout=30_000)
+        assert page.evaluate(RAW_TEX_NEAR) == [], "raw TeX near the screen once MathJax has started"
+        near = page.evaluate(TYPESET)
+        waiting = page.evaluate(RAW_TEX)
+        assert near > 0 and waiting, f"{near} formulas typeset, {len(waiting)} texts waiting: nothing yielded"
+        page.evaluate(SCROLL_TO_WAITING_TEX)
+        page.wait_for_function(f"() => ({RAW_TEX_NEAR})().length === 0 && ({TYPESET})() > {near}", timeout=30_000)
+        assert page.evaluate(RAW_TEX), "no formula left to wait for Python"
         assert held, "the worker did not request pyodide.asm.wasm"
         assert page.get_attribute(".cr-widget", "data-state") == "loading", "Python started: the test held nothing"
+        page.evaluate("() => scrollTo(0, 0)")
+        page.evaluate(ORDER)
+        # pressed while Python starts (a click from script: no scroll brings other formulas near the screen)
+        page.evaluate("() => document.querySelector('button[data-action=check]').click()")
+        for route in held:
+            route.continue_()
+        held.clear()
+        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
+        page.evaluate("() => { window.courseMathTypeset.then(() => { window.__allTypeset = true; }); }")
+        page.wait_for_function("() => window.__allTypeset === true", timeout=60_000)
+        assert page.evaluate(RAW_TEX) == [], "formulas left untypeset after Python started"
+        order = page.evaluate("window.__order")
+        assert order[0] == "result" and "typeset" in order, order
+        assert not errors, errors
     finally:
         for route in held:
             route.continue_()
-        context.unroute("**/pyodide.asm.wasm", hold)
         page.close()
 
 

@@ -37,6 +37,7 @@ DISPLAY_MATH = re.compile(r"^\$\$\n(.+?)\n\$\$", re.M | re.S)
 INLINE_MATH = re.compile(r"(?<![\\$])\$(?![\s$])([^$\n]+?)(?<!\s)\$(?!\d)")
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
+HEADER_INCLUDES = "assets/site/quarto-head.html"  # _quarto.yml format.html.include-in-header
 TEXT_COLUMN_PX = 778  # Quarto 1.10.18's lesson text column at 1280 px (issue 33)
 
 HEAD = """<!DOCTYPE html>
@@ -59,15 +60,16 @@ main.content {{ grid-column: body-content-start / body-content-end; }}
 }}
 </style>
 <link href="site.css" rel="stylesheet">
-<script>window.MathJax = {{ options: {{ menuOptions: {{ settings: {{ inTabOrder: false }} }} }} }};</script>
-<script src="mathjax/tex-chtml.js"></script>
+{runner}
+{header_includes}
+<script src="mathjax/tex-chtml.js" type="text/javascript"></script>
 <script src="mermaid.min.js"></script>
 </head>
 <body class="nav-sidebar docked">
 <div id="quarto-content" class="quarto-container page-columns page-rows-contents page-layout-article">
 <main class="content" id="quarto-document-content">
 """
-FOOT = """</main>
+FOOT = """{after}</main>
 </div>
 <script>{draw}</script>
 </body>
@@ -138,15 +140,22 @@ def body(qmd: str) -> str:
     return "".join(html for _, html in sorted(blocks, key=lambda b: b[0]))
 
 
-def write_page(folder: Path, qmd_path: Path) -> Path:
+def write_page(folder: Path, qmd_path: Path, name: str = "index.html", runner: str = "", after: str = "") -> Path:
     """Write the page for `qmd_path` (with Bootstrap, site.css, MathJax and Mermaid beside it) into
-    `folder`; return the page's path."""
+    `folder`/`name`; return the page's path.
+
+    As Quarto's template (src/resources/formats/html/pandoc/template.html) orders the <head>: the HTML
+    dependencies (`runner`: runner.lua's, tests/runner/quarto_filter.py), then the header-includes
+    (_quarto.yml's include-in-header, assets/site/quarto-head.html), then the MathJax script
+    (html-math-method url). `after`: HTML at the end of the page's <main> (the runner's exercise cell)."""
     from coursekit import preview
 
-    page = folder / "index.html"
+    page = folder / name
     text = qmd_path.read_text(encoding="utf-8")
-    page.write_text(HEAD.format(title=html.escape(qmd_path.name), column=TEXT_COLUMN_PX) + body(text)
-                    + FOOT.format(draw=DRAW), encoding="utf-8")
+    includes = (ROOT / HEADER_INCLUDES).read_text(encoding="utf-8")
+    page.write_text(HEAD.format(title=html.escape(qmd_path.name), column=TEXT_COLUMN_PX, runner=runner,
+                                header_includes=includes) + body(text)
+                    + FOOT.format(draw=DRAW, after=after), encoding="utf-8")
     shutil.copyfile(ROOT / "node_modules/bootstrap/dist/css/bootstrap.min.css", folder / "bootstrap.min.css")
     shutil.copyfile(ROOT / "assets/site/site.css", folder / "site.css")
     shutil.copyfile(ROOT / preview.MERMAID, folder / "mermaid.min.js")

@@ -21,21 +21,14 @@ PAGES = [
 ]
 
 
-def open_page(page: object, url: str, reader_only: bool = False) -> None:
-    """Load a page and scroll through it as a reader would: MathJax typesets a formula (ui/lazy) and
-    site.js draws a diagram when it comes near the viewport; wait until every visible formula is typeset.
-
-    reader_only: only scrolling may typeset (the test of lazy typesetting itself). Otherwise a formula the
-    scroll passed by while a long run's Chromium gave no IntersectionObserver callback is typeset with
-    MathJax's own lazyTypesetAll (ui/lazy), so the tests of other features do not wait on it."""
-    page.bring_to_front()  # a background tab gets no frames, so no IntersectionObserver callback (ui/lazy)
+def open_page(page: object, url: str) -> None:
+    """Load a page, scroll through it as a reader would (site.js draws a diagram when it comes near the
+    viewport; MathJax typesets the formulas near the screen at once and the others as they come near or,
+    on a page with the runner, once its Python has started: assets/site/quarto-head.html), and wait until
+    every formula is typeset (window.courseMathTypeset)."""
+    page.bring_to_front()  # a background tab gets no frames, so no IntersectionObserver callback
     page.goto(url, wait_until="networkidle")
-    page.wait_for_function("() => !window.MathJax || (MathJax.startup && MathJax.startup.promise)")
-    # every wait is bounded: an evaluate that awaits a promise has no Playwright timeout of its own
-    page.evaluate("() => { (window.MathJax ? MathJax.startup.promise : Promise.resolve())"
-                  ".then(() => { window.__courseMathJaxStarted = true; }); }")  # not awaited here
-    page.wait_for_function("() => window.__courseMathJaxStarted === true", timeout=30_000)
-    page.evaluate("""async (reader) => {
+    page.evaluate("""async () => {
         const pause = () => new Promise(r => {
             requestAnimationFrame(() => setTimeout(r, 50));
             setTimeout(r, 1000);  // no frame comes while the page is hidden
@@ -44,19 +37,14 @@ def open_page(page: object, url: str, reader_only: bool = False) -> None:
             scrollTo(0, y);
             await pause();
         }
-        for (let tries = 0; tries < (reader ? 200 : 5); tries++) {  // passed by while the page was busy
-            const left = [...document.querySelectorAll('mjx-lazy')].find(e => e.checkVisibility());
-            if (!left) break;
-            left.scrollIntoView({block: "center"});
-            await pause();
-        }
-        if (!reader && window.MathJax && MathJax.startup.document.lazyTypesetAll) {
-            await MathJax.startup.document.lazyTypesetAll();
-        }
         scrollTo(0, 0);
-    }""", reader_only)
-    page.wait_for_function("() => [...document.querySelectorAll('mjx-lazy')].every(e => !e.checkVisibility())",
-                           timeout=120_000)  # a loaded 2-core machine typesets a long page slowly
+    }""")
+    # every wait is bounded: an evaluate that awaits a promise has no Playwright timeout of its own
+    page.wait_for_function("() => !window.MathJax || window.courseMathTypeset", timeout=30_000)
+    page.evaluate("() => { (window.courseMathTypeset || Promise.resolve())"
+                  ".then(() => { window.__courseMathTypeset = true; }); }")
+    page.wait_for_function("() => window.__courseMathTypeset === true",
+                           timeout=120_000)  # the runner's Python starts slowly on a loaded 2-core machine
 
 
 # resolves after two frames, or after 100 ms where no frame comes (a background page)
@@ -92,7 +80,7 @@ def test_page_loads_clean_from_localhost_only(branch, target, page_and_log, site
 @pytest.mark.parametrize("branch", list(preview.BRANCHES))
 def test_lesson_math_is_typeset_and_the_diagram_drawn(branch, page_and_log, site_urls) -> None:
     page, log = page_and_log
-    open_page(page, site_urls[branch] + LESSON_PAGE[branch], reader_only=True)
+    open_page(page, site_urls[branch] + LESSON_PAGE[branch])
     page.wait_for_selector(".jp-Mermaid svg", timeout=15_000)
     assert page.locator("mjx-container").count() > 20
     assert page.locator("mjx-container[display='true']").count() >= 2  # the two $$ formulas
@@ -311,31 +299,44 @@ def test_every_figure_has_alt_text_and_the_diagram_a_label(branch, page_and_log,
     assert svg.get_attribute("role")
 
 
-PYTHON_FIRST_MS = 15_000  # preview.html.j2: the longest the formulas wait for the runner's Python
+# TeX the page still shows as text: `$...$`, `\(` or `\[` in a text node outside code.
+RAW_TEX = r"""() => {
+    const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
+    const raw = [];
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        if (n.parentElement.closest('pre, code, textarea, script, style, .cr-widget, .cm-editor')) continue;
+        if (/\$[^$\s][^$]*\$|\\\(|\\\[/.test(n.textContent)) raw.push(n.textContent.slice(0, 60));
+    }
+    return raw;
+}"""
+# When the runner's Python started and when every formula was typeset, on the page's clock.
+WHEN = """document.addEventListener("course-runner-started", () => { window.__startedAt = performance.now(); });
+const waitForMathJax = setInterval(() => {
+    if (!window.courseMathTypeset) return;
+    clearInterval(waitForMathJax);
+    courseMathTypeset.then(() => { window.__typesetAt = performance.now(); });
+}, 10);"""
 
 
-def test_formulas_are_typeset_once_python_has_started(browser, site_urls) -> None:
-    """Typesetting waits for the runner's Python to start (issue 33: it competed with Pyodide's start for
-    the main thread and made the first Check 1.17-1.30x slower than a blank page's); then it comes."""
+def test_the_lesson_typesets_every_formula_after_pythons_start_and_other_pages_at_once(browser, site_urls) -> None:
+    """On the exercise page the formulas away from the screen wait for the runner's Python to start (issue
+    33: compiling them competed with Pyodide's start), then come without any scrolling; a page without the
+    runner (the demo) typesets every formula at once, Python or not."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.add_init_script("""new MutationObserver(() => {
-        const starting = document.documentElement.dataset.courseRunnerStarting;
-        if (starting === 'false' && window.__startedAt === undefined) window.__startedAt = performance.now();
-        if (document.querySelector('mjx-container') && window.__typesetAt === undefined)
-            window.__typesetAt = performance.now();
-    }).observe(document, { childList: true, subtree: true, attributes: true });""")
+    context.add_init_script(WHEN)
     try:
+        page = context.new_page()
         page.goto(site_urls["exercise"] + LESSON_PAGE["exercise"])
-        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=90_000)
-        page.wait_for_selector("mjx-container", state="attached", timeout=30_000)
+        page.wait_for_function("() => window.__typesetAt !== undefined", timeout=120_000)
         started, typeset = page.evaluate("[window.__startedAt, window.__typesetAt]")
-        # typeset after Python started, or (a machine so loaded that Python took longer) after the page's
-        # longest wait for it, 15 s
-        assert typeset >= started or typeset >= PYTHON_FIRST_MS, f"typeset at {typeset:.0f} ms, Python at {started:.0f}"
-        index = context.new_page()  # a page without the runner typesets at once
-        index.goto(site_urls["exercise"] + "index.html")
-        index.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-        index.evaluate("() => MathJax.startup.promise")
+        assert started is not None and typeset >= started, f"all typeset at {typeset} ms, Python started at {started}"
+        assert page.evaluate(RAW_TEX) == []
+        assert page.locator("mjx-container").count() > 20
+        demo = context.new_page()
+        demo.goto(site_urls["exercise"] + LESSON_11.demos[0].target)
+        demo.wait_for_function("() => window.__typesetAt !== undefined", timeout=60_000)
+        assert demo.evaluate("document.documentElement.dataset.courseRunnerStarting") is None
+        assert demo.evaluate(RAW_TEX) == []
+        assert demo.locator("mjx-container").count() > 0
     finally:
         context.close()

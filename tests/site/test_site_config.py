@@ -162,10 +162,13 @@ def test_the_theme_fetches_no_web_font_and_uses_the_chinese_font_stack() -> None
 
 
 def test_mathjax_options_make_formulas_no_tab_stops_in_both_renderings() -> None:
-    head = (ROOT / load("_quarto.yml")["format"]["html"]["include-in-header"]).read_text(encoding="utf-8")
+    """One file of MathJax options and typesetting order: the Quarto pages' include-in-header, which the
+    preview's template inlines."""
+    include = load("_quarto.yml")["format"]["html"]["include-in-header"]
+    head = (ROOT / include).read_text(encoding="utf-8")
     template = (ROOT / "src/coursekit/templates/preview.html.j2").read_text(encoding="utf-8")
-    for text in (head, template):
-        assert re.search(r"menuOptions:\s*\{\s*settings:\s*\{\s*inTabOrder:\s*false", text)
+    assert re.search(r"menuOptions:\s*\{\s*settings:\s*\{\s*inTabOrder:\s*false", head)
+    assert str(preview.MATHJAX_HEAD) == include and "{{ resources.site.mathjax_head }}" in template
 
 
 def test_figure_resources_are_anchored_at_the_project_root() -> None:
