@@ -49,6 +49,31 @@ class MarkdownOnce:
         return cache[key]
 
 
+class HighlightOnce(Highlight2HTML):
+    """nbconvert's code highlighter, remembering the HTML it made: a code cell that is the same in every
+    student's notebook (locked cells, the visible lines of the test cells) is highlighted once per class.
+    The HTML depends only on the source, the language and a cell's magics language (nbconvert's
+    _pygments_highlight); the formatter options are this instance's."""
+
+    cache_size = 512
+
+    def __call__(self, source, language=None, metadata=None):
+        magics = metadata.get("magics_language") if isinstance(metadata, dict) else metadata
+        key = (source, language or self.pygments_lexer, magics)
+        if not all(isinstance(part, (str, type(None))) for part in key):  # not the usual kinds: not kept
+            return super().__call__(source, language, metadata)
+        html = self._html.get(key)
+        if html is None:
+            if len(self._html) >= self.cache_size:
+                self._html.clear()
+            html = self._html[key] = super().__call__(source, language, metadata)
+        return html
+
+    @property
+    def _html(self) -> dict:
+        return self.__dict__.setdefault("_html_cache", {})
+
+
 IMG_TAG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
 NO_ALT_TEXT = "No description has been provided for this image"  # nbconvert's placeholder
 
@@ -86,7 +111,12 @@ class SoupOnlyWhenNeeded:
         # HTMLExporter.from_notebook_node up to its BeautifulSoup pass (nbconvert 7.17)
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-        highlight_code = self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self))
+        highlighters = self.__dict__.setdefault("_highlighters", {})
+        if isinstance(lexer, (str, type(None))) and lexer not in highlighters:  # kept for the class
+            highlighters[lexer] = HighlightOnce(pygments_lexer=lexer, parent=self)
+        highlighter = highlighters.get(lexer) if isinstance(lexer, (str, type(None))) else None
+        highlight_code = self.filters.get("highlight_code",
+                                          highlighter or Highlight2HTML(pygments_lexer=lexer, parent=self))
         resources = self._init_resources(resources)
         filter_data_type = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self,
                                                  resources=resources)
@@ -148,6 +178,9 @@ class FeedbackWriter:
         exporter_class = type(f"MarkdownOnce{converter.exporter_class.__name__}",
                               (MarkdownOnce, SoupOnlyWhenNeeded, converter.exporter_class), {})
         self.exporter = exporter_class(config=converter.config)
+        # the notebook validated once, after the last step, instead of after each of the exporter's seven
+        # (most do nothing here): an invalid one still fails its page, with nbconvert's ValidationError
+        self.exporter.optimistic_validation = True
         self.steps = list(converter.preprocessors)
         self.veto_note = VetoNote(enabled=True)
         for step in self.steps:
