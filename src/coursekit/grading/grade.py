@@ -48,6 +48,7 @@ from coursekit.grading.course import CONFIG_FILE, DEFAULT_ROOT, Course
 from coursekit.grading.intake.ingest import Entry, Ingest
 from coursekit.grading.intake.release import ensure_released
 from coursekit.grading.judge import flags as F
+from coursekit.grading.records.feedback import FeedbackWriter
 from coursekit.grading.records.record import Recorder, write_feedback
 from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_report
 from coursekit.grading.sandbox.bubblewrap import unavailable_reason
@@ -127,7 +128,7 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     pool = bar = None
     try:
         pool = make_pool(scheduler, jobs, recorder.worker_config())
-        import_while_grading(WRITER_MODULES)
+        preparing = prepare_while_grading(WRITER_MODULES, recorder.feedback)
         bar = tqdm(total=len(students), desc="grade", unit="nb", file=sys.stderr)
         for student_id, executed, failure in pool.map(tasks(recorder, students, entries, running, since, bar)):
             with deferred_interrupt():  # a student is recorded completely or not at all
@@ -152,7 +153,8 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     due = set(recorder.feedback_due)
     pages = [(row.student_id, row.veto_reasons, row.veto_cap) if row.vetoed else (row.student_id, (), 0.0)
              for row in rows if row.graded and (row.student_id in due or row.vetoed)]
-    unwritten = write_feedback(course, pages)
+    preparing.join()  # before write_feedback forks: no thread of ours is left running
+    unwritten = write_feedback(course, pages, recorder.feedback)
     if unwritten:
         print(f"feedback pages not written (the next run writes them): {', '.join(unwritten[:10])}", file=sys.stderr)
     return rows
@@ -165,16 +167,22 @@ def default_jobs() -> int:
     return min(8, os.cpu_count() or 1) + 1
 
 
-def import_while_grading(modules: tuple[str, ...]) -> None:
-    """Import what only the report needs (about 1 s) in a thread while the workers run, instead of
-    serially before the first notebook or after the last. Called once the workers are forked: the
-    thread never meets a fork. A failed import is left for the report to raise."""
-    def load() -> None:
+def prepare_while_grading(modules: tuple[str, ...], feedback: FeedbackWriter) -> threading.Thread:
+    """Import what only the report needs (about 1 s) and warm the feedback writer (its template,
+    MathJax head and the release's highlighted code, which the processes writing the pages then
+    share) in a thread while the workers run, instead of serially before the first notebook or after
+    the last. Called once the workers are forked; joined before the feedback processes are forked, so
+    the thread never meets a fork. A failure is left for the report or the feedback pages to raise."""
+    def prepare() -> None:
         for name in modules:
             with suppress(Exception):
                 import_module(name)
+        with suppress(Exception):
+            feedback.warm()
 
-    threading.Thread(target=load, name="import-report-modules", daemon=True).start()
+    thread = threading.Thread(target=prepare, name="prepare-report-and-feedback", daemon=True)
+    thread.start()
+    return thread
 
 
 def check_sandbox(course: Course) -> None:

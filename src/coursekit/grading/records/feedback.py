@@ -28,6 +28,7 @@ from traitlets.config import Config
 
 from coursekit.grading.course import Course
 from coursekit.grading.formgrader import TEMPLATE_PATHS
+from coursekit.grading.pages import inline_mathjax
 
 
 class MarkdownOnce:
@@ -111,12 +112,7 @@ class SoupOnlyWhenNeeded:
         # HTMLExporter.from_notebook_node up to its BeautifulSoup pass (nbconvert 7.17)
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-        highlighters = self.__dict__.setdefault("_highlighters", {})
-        if isinstance(lexer, (str, type(None))) and lexer not in highlighters:  # kept for the class
-            highlighters[lexer] = HighlightOnce(pygments_lexer=lexer, parent=self)
-        highlighter = highlighters.get(lexer) if isinstance(lexer, (str, type(None))) else None
-        highlight_code = self.filters.get("highlight_code",
-                                          highlighter or Highlight2HTML(pygments_lexer=lexer, parent=self))
+        highlight_code = self.filters.get("highlight_code", self.highlighter(lexer))
         resources = self._init_resources(resources)
         filter_data_type = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self,
                                                  resources=resources)
@@ -126,6 +122,15 @@ class SoupOnlyWhenNeeded:
         if "jp-Notebook" in html or not images_have_alt(html):
             html = self._soup_pass(html)
         return html, resources
+
+    def highlighter(self, lexer: object) -> Highlight2HTML:
+        """The code highlighter for a notebook's lexer: one HighlightOnce per lexer, kept for the class."""
+        if not isinstance(lexer, (str, type(None))):  # not a lexer's name: nbconvert's own, as it does
+            return Highlight2HTML(pygments_lexer=lexer, parent=self)
+        highlighters = self.__dict__.setdefault("_highlighters", {})
+        if lexer not in highlighters:
+            highlighters[lexer] = HighlightOnce(pygments_lexer=lexer, parent=self)
+        return highlighters[lexer]
 
     def _soup_pass(self, html: str) -> str:
         """nbconvert's HTMLExporter pass (nbconvert 7.17), for pages that need it."""
@@ -189,6 +194,19 @@ class FeedbackWriter:
                 self.exporter.register_preprocessor(self.veto_note)
         self.writer = FilesWriter(config=converter.config)
         self.permissions = int(str(converter.permissions), 8)
+
+    def warm(self, lexer: str = "ipython3") -> None:
+        """Do once, before the first page, what every page needs: compile the template, make the MathJax
+        head, highlight the release notebook's code cells (most pages show them unchanged). Forked
+        processes that write pages then start with all of it."""
+        self.exporter.template  # noqa: B018 - the property compiles it
+        inline_mathjax()
+        highlight = self.exporter.highlighter(lexer)
+        release = nbformat.read(self.course.release_notebook, as_version=4)
+        nbformat.validate(release, relax_add_props=True)  # the exporter's validator, built once
+        for cell in release.cells:
+            if cell.cell_type == "code":
+                highlight(cell.source, metadata=cell.metadata)
 
     def write(self, student_id: str, autograded: NotebookNode | None = None, vetoes: tuple[str, ...] = (),
               cap: float = 0.0) -> None:

@@ -176,17 +176,19 @@ class Recorder:
         os.chmod(path, self.permissions)
 
 
-def write_feedback(course: Course, pages: list[tuple[str, tuple[str, ...], float]], processes: int = 2) -> list[str]:
+def write_feedback(course: Course, pages: list[tuple[str, tuple[str, ...], float]],
+                   writer: FeedbackWriter | None = None, processes: int = 2) -> list[str]:
     """Write the feedback pages (student id, veto reasons, cap: see FeedbackWriter.write) from the
     autograded notebooks, off the grading loop: shared out among `processes` forked processes, each
-    with one feedback writer and one open gradebook lent to nbgrader's steps. Returns the students
-    whose page could not be written (the next `coursekit grade` writes it: Recorder.finished)."""
+    with its copy of `writer` (made here when None; best warmed: FeedbackWriter.warm) and one open
+    gradebook lent to nbgrader's steps. Returns the students whose page could not be written (the
+    next `coursekit grade` writes it: Recorder.finished)."""
     if not pages:
         return []
     processes = max(1, min(processes, len(pages)))
+    writer = writer or FeedbackWriter(course)
 
     def share(part: list[tuple[str, tuple[str, ...], float]]) -> list[str]:
-        writer = FeedbackWriter(course)
         failed = []
         with Gradebook(course.db_url) as gb, \
                 lent_to_nbgrader_steps(gb, course.db_url, modules_opening_gradebooks(writer.steps)):
