@@ -146,6 +146,9 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
         if pool is not None:
             pool.close()
         recorder.close()
+    # the report imports what the thread may be importing (a module it half imported, seen in sys.modules,
+    # breaks matplotlib), and the feedback processes are forked: no thread of ours is left running
+    preparing.join()
     write_manifest(course, submissions, entries)
     rows = write_report(course)
     # the pages of the students graded now, and every page with an automatic veto (deleted_asserts: the
@@ -153,7 +156,6 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     due = set(recorder.feedback_due)
     pages = [(row.student_id, row.veto_reasons, row.veto_cap) if row.vetoed else (row.student_id, (), 0.0)
              for row in rows if row.graded and (row.student_id in due or row.vetoed)]
-    preparing.join()  # before write_feedback forks: no thread of ours is left running
     unwritten = write_feedback(course, pages, recorder.feedback)
     if unwritten:
         print(f"feedback pages not written (the next run writes them): {', '.join(unwritten[:10])}", file=sys.stderr)
