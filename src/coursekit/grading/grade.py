@@ -38,7 +38,6 @@ from contextlib import contextmanager, suppress
 from importlib import import_module
 from pathlib import Path
 
-import nbformat
 from tqdm import tqdm
 from traitlets.config import Config
 
@@ -52,6 +51,7 @@ from coursekit.grading.records.feedback import FeedbackWriter
 from coursekit.grading.records.record import Recorder, write_feedback
 from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_report
 from coursekit.grading.sandbox.bubblewrap import unavailable_reason
+from coursekit.grading.sandbox.execute import task_json
 from coursekit.grading.sandbox.pool import DaskWorkers, LocalWorkers
 
 INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it
@@ -233,7 +233,7 @@ def tasks(recorder: Recorder, students: Ingest, entries: list[Entry], running: d
                 key = recorder.key(entry.student_id)
                 done = recorder.finished(entry.student_id, key, since)
                 if done is None:
-                    task = entry.student_id, nbformat.writes(recorder.sanitize(entry.student_id))
+                    task = entry.student_id, task_json(recorder.sanitize(entry.student_id))
             if step.failed:
                 entry.gradable = False  # its row: the error flag, no points
             elif task is not None:
