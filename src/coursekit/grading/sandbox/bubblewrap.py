@@ -356,6 +356,20 @@ def pid_namespace(pid: int) -> str | None:
 
 
 def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`: from /proc/PID/task/*/children where Linux has that file
+    (one read per thread of `pid`), else by reading every process's stat."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+        found = []
+        for thread in threads:
+            with open(f"/proc/{pid}/task/{thread}/children", encoding="ascii") as f:
+                found += [int(child) for child in f.read().split()]
+        return found
+    except FileNotFoundError:  # no such file (a kernel without CONFIG_PROC_CHILDREN), or pid is gone
+        if not os.path.exists(f"/proc/{pid}/task"):
+            return []
+    except OSError:
+        return []
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
