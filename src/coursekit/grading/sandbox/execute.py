@@ -70,12 +70,14 @@ class Runner:
         executor.start_new_kernel(cwd=scratch)  # returns once the process is launched; it boots meanwhile
         return _Kernel(executor, scratch)
 
-    def run(self, notebook: str) -> str:
-        """Execute one sanitised notebook (JSON) and return it executed, with capped outputs (JSON)."""
+    def run(self, notebook: str, more: bool = True) -> str:
+        """Execute one sanitised notebook (JSON) and return it executed, with capped outputs (JSON).
+        With `more` (another notebook may follow), the next kernel boots meanwhile."""
         kernel = self.current = self.spare or self._start()
         self.spare = None
         try:
-            self.spare = self._start()
+            if more:
+                self.spare = self._start()
             nb = nbformat.reads(notebook, as_version=4)
             resources = {"metadata": {"path": kernel.scratch}}
             nb, resources = kernel.executor.preprocess(nb, resources, km=kernel.executor.km)

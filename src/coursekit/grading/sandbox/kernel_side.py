@@ -540,7 +540,7 @@ def _transform_once() -> None:
     def transform_cell_once(self, cell):
         now = transforms(self)
         if last and last[0] is self and last[1] is cell and len(last[2]) == len(now) \
-                and all(a is b for a, b in zip(last[2], now)):
+                and all(a is b for a, b in zip(last[2], now, strict=True)):
             return last[3]
         last.clear()
         result = transform_cell(self, cell)
