@@ -8,6 +8,7 @@ instead of once per student, and nbconvert's BeautifulSoup pass runs only on pag
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import re
@@ -15,7 +16,7 @@ import shutil
 from html.parser import HTMLParser
 
 import nbformat
-from jinja2 import pass_context
+from jinja2 import meta, pass_context
 from nbconvert.exporters import TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
@@ -196,17 +197,34 @@ class FeedbackWriter:
         self.permissions = int(str(converter.permissions), 8)
 
     def warm(self, lexer: str = "ipython3") -> None:
-        """Do once, before the first page, what every page needs: compile the template, make the MathJax
-        head, highlight the release notebook's code cells (most pages show them unchanged). Forked
-        processes that write pages then start with all of it."""
-        self.exporter.template  # noqa: B018 - the property compiles it
-        inline_mathjax()
+        """Do once, before the first page, what every page needs: compile the templates, make the MathJax
+        head, highlight the code and render the Markdown of the lesson's notebook as the pages show it
+        (its source through the page's steps but the gradebook's: most cells are the same on every
+        page). Forked processes that write pages then start with all of it; a step that fails here
+        (it wanted a student's grades) is skipped."""
         highlight = self.exporter.highlighter(lexer)
-        release = nbformat.read(self.course.release_notebook, as_version=4)
-        nbformat.validate(release, relax_add_props=True)  # the exporter's validator, built once
-        for cell in release.cells:
+        self.exporter.register_filter("highlight_code", highlight)  # the page's filters (from_notebook_node)
+        self.exporter.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata={},
+                                                                                parent=self.exporter))
+        environment = self.exporter.environment
+        names = [self.exporter.template.name]
+        for name in names:  # the template and every one it extends, imports or includes by name
+            source = environment.loader.get_source(environment, name)[0]
+            environment.get_template(name)
+            names += [n for n in meta.find_referenced_templates(environment.parse(source)) if n and n not in names]
+        inline_mathjax()
+        nb = nbformat.read(self.course.source_notebook, as_version=4)
+        nbformat.validate(nb, relax_add_props=True)  # the exporter's validator, built once
+        resources = self.exporter._init_resources({"nbgrader": {}})
+        for step in self.exporter._preprocessors:
+            if not isinstance(step, GetGrades):
+                with contextlib.suppress(Exception):
+                    nb, resources = step(nb, resources)
+        for cell in nb.cells:
             if cell.cell_type == "code":
                 highlight(cell.source, metadata=cell.metadata)
+            elif cell.cell_type == "markdown":
+                self.exporter.markdown2html({"cell": cell, "resources": resources}, cell.source)
 
     def write(self, student_id: str, autograded: NotebookNode | None = None, vetoes: tuple[str, ...] = (),
               cap: float = 0.0) -> None:
