@@ -15,7 +15,8 @@ Steps, in order (each a function or class named below), streamed one student at 
                       of late submissions adds to the class) and reports/lesson11.csv
   write_feedback   -> the feedback HTML of the students graded now, from their autograded notebooks, by
                       two forked processes after the class (a page an interrupted run did not write is
-                      written by the next run, which finds that student recorded)
+                      written by the next run, which finds that student recorded), while this process
+                      draws the class report
 --dry-run grades into a scratch copy of the course (scratch_course) instead.
 
 Ctrl-C stops the workers and leaves every student either recorded completely (but for the feedback
@@ -49,7 +50,7 @@ from coursekit.grading.intake.release import ensure_released
 from coursekit.grading.judge import flags as F
 from coursekit.grading.records.feedback import FeedbackWriter
 from coursekit.grading.records.record import Recorder, write_feedback
-from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_report
+from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_rows
 from coursekit.grading.sandbox.bubblewrap import unavailable_reason
 from coursekit.grading.sandbox.execute import task_json
 from coursekit.grading.sandbox.pool import DaskWorkers, LocalWorkers
@@ -150,13 +151,14 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     # breaks matplotlib), and the feedback processes are forked: no thread of ours is left running
     preparing.join()
     write_manifest(course, submissions, entries)
-    rows = write_report(course)
+    rows, class_report = write_rows(course)
     # the pages of the students graded now, and every page with an automatic veto (deleted_asserts: the
-    # page shows the capped score), written off the grading loop by two processes
+    # page shows the capped score), written off the grading loop by two processes while this one draws
+    # the class report
     due = set(recorder.feedback_due)
     pages = [(row.student_id, row.veto_reasons, row.veto_cap) if row.vetoed else (row.student_id, (), 0.0)
              for row in rows if row.graded and (row.student_id in due or row.vetoed)]
-    unwritten = write_feedback(course, pages, recorder.feedback)
+    unwritten = write_feedback(course, pages, recorder.feedback, meanwhile=class_report)
     if unwritten:
         print(f"feedback pages not written (the next run writes them): {', '.join(unwritten[:10])}", file=sys.stderr)
     return rows
