@@ -7,10 +7,11 @@ import copy
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
+from nbconvert.filters.highlight import Highlight2HTML
 from nbgrader.converters import GenerateFeedback
 from traitlets.config import Config
 
-from coursekit.grading.records.feedback import NO_ALT_TEXT, SoupOnlyWhenNeeded, images_have_alt
+from coursekit.grading.records.feedback import NO_ALT_TEXT, HighlightOnce, SoupOnlyWhenNeeded, images_have_alt
 
 PNG = "iVBORw0KGgo="
 
@@ -65,3 +66,23 @@ def test_images_have_alt_reads_attributes_not_text():
     assert images_have_alt('<img src="a.png" alt="">')
     assert not images_have_alt('<img src="a.png" data-x="alt=1">')
     assert not images_have_alt('<img src="a.png" alt="x"><img src="b.png">')
+
+
+def test_the_highlighter_kept_for_a_class_gives_nbconverts_html_for_every_call():
+    """HighlightOnce (one per class) hands out what it made for an earlier page: each call's HTML is what
+    a fresh nbconvert highlighter makes for it, whatever the cell's language and metadata."""
+    ours = HighlightOnce(pygments_lexer="ipython3")
+    calls = [("x = 1\n%time y = x\n", None, {}), ("x = 1\n%time y = x\n", None, {}),
+             ("echo <b>", None, {"magics_language": "bash"}), ("echo <b>", None, {}),
+             ("echo <b>", "python", {"magics_language": "bash"}), ("", None, None), ("", None, None),
+             ("print(1)", None, ["magics_language"]), ("print(1)", None, {"magics_language": ["bash"]})]
+    def outcome(highlight, source, language, metadata):
+        try:
+            return highlight(source, language, copy.deepcopy(metadata))
+        except Exception as exc:  # noqa: BLE001 - a metadata nbconvert cannot read: the same error
+            return type(exc)
+
+    for source, language, metadata in [*calls, *calls]:
+        fresh = outcome(Highlight2HTML(pygments_lexer="ipython3"), source, language, metadata)
+        assert outcome(ours, source, language, metadata) == fresh, (source, language, metadata)
+    assert len(ours._html) == 5  # the calls it could keep, each made once

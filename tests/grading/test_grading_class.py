@@ -15,7 +15,9 @@ from test_grading_hidden_tests import NEGATIVE_VARIANCE, SAMPLE
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
-from coursekit.grading.records.report import report_columns
+from coursekit.grading.records.feedback import FeedbackWriter
+from coursekit.grading.records.record import lent_to_nbgrader_steps, modules_opening_gradebooks
+from coursekit.grading.records.report import class_rows, find_lesson, report_columns
 
 ALL_KINDS = [*NOTEBOOK_KINDS, *FILE_KINDS, "two_notebooks", "unknown_id"]
 pytestmark = pytest.mark.slow
@@ -86,6 +88,30 @@ def test_every_graded_student_gets_feedback_html(graded_class):
     graded = [sid for sid, kind in graded_class.students.items()
               if kind not in FILE_KINDS and kind != "unknown_id"]
     assert all(graded_class.course.feedback_html(sid).is_file() for sid in graded)
+
+
+def test_feedback_pages_are_the_ones_a_fresh_writer_makes(graded_class):
+    """`coursekit grade` writes the pages with one writer warmed before the class ends (templates, the
+    lesson's highlighted code and rendered Markdown, shared by the processes that write them) and keeps
+    what it highlighted for the next pages: each page is byte for byte the one nbgrader's pipeline,
+    built afresh for that student alone, makes."""
+    course = graded_class.course
+    rows = class_rows(course, find_lesson(course, None))[0]
+    graded = [row for row in rows if row.graded]
+    assert len(graded) > 20 and any(row.vetoed for row in graded)
+    written = {row.student_id: course.feedback_html(row.student_id).read_bytes() for row in graded}
+    for row in graded:
+        writer = FeedbackWriter(course)  # nothing kept from another student's page
+        page = course.feedback_html(row.student_id)
+        try:
+            with Gradebook(course.db_url) as gb, \
+                    lent_to_nbgrader_steps(gb, course.db_url, modules_opening_gradebooks(writer.steps)):
+                writer.write(row.student_id, vetoes=row.veto_reasons if row.vetoed else (),
+                             cap=row.veto_cap if row.vetoed else 0.0)
+            assert page.read_bytes() == written[row.student_id], row.student_id
+        finally:
+            page.parent.mkdir(parents=True, exist_ok=True)
+            page.write_bytes(written[row.student_id])  # the class's page, for the other tests
 
 
 def hidden_test_lines(source_notebook) -> list[str]:

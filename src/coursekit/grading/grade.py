@@ -15,7 +15,8 @@ Steps, in order (each a function or class named below), streamed one student at 
                       of late submissions adds to the class) and reports/lesson11.csv
   write_feedback   -> the feedback HTML of the students graded now, from their autograded notebooks, by
                       two forked processes after the class (a page an interrupted run did not write is
-                      written by the next run, which finds that student recorded)
+                      written by the next run, which finds that student recorded), while this process
+                      draws the class report
 --dry-run grades into a scratch copy of the course (scratch_course) instead.
 
 Ctrl-C stops the workers and leaves every student either recorded completely (but for the feedback
@@ -38,7 +39,6 @@ from contextlib import contextmanager, suppress
 from importlib import import_module
 from pathlib import Path
 
-import nbformat
 from tqdm import tqdm
 from traitlets.config import Config
 
@@ -48,9 +48,11 @@ from coursekit.grading.course import CONFIG_FILE, DEFAULT_ROOT, Course
 from coursekit.grading.intake.ingest import Entry, Ingest
 from coursekit.grading.intake.release import ensure_released
 from coursekit.grading.judge import flags as F
+from coursekit.grading.records.feedback import FeedbackWriter
 from coursekit.grading.records.record import Recorder, write_feedback
-from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_report
+from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_rows
 from coursekit.grading.sandbox.bubblewrap import unavailable_reason
+from coursekit.grading.sandbox.execute import task_json
 from coursekit.grading.sandbox.pool import DaskWorkers, LocalWorkers
 
 INTERRUPTED = 130  # exit status after Ctrl-C, as a shell reports it
@@ -127,7 +129,7 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     pool = bar = None
     try:
         pool = make_pool(scheduler, jobs, recorder.worker_config())
-        import_while_grading(WRITER_MODULES)
+        preparing = prepare_while_grading(WRITER_MODULES, recorder.feedback)
         bar = tqdm(total=len(students), desc="grade", unit="nb", file=sys.stderr)
         for student_id, executed, failure in pool.map(tasks(recorder, students, entries, running, since, bar)):
             with deferred_interrupt():  # a student is recorded completely or not at all
@@ -145,14 +147,18 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
         if pool is not None:
             pool.close()
         recorder.close()
+    # the report imports what the thread may be importing (a module it half imported, seen in sys.modules,
+    # breaks matplotlib), and the feedback processes are forked: no thread of ours is left running
+    preparing.join()
     write_manifest(course, submissions, entries)
-    rows = write_report(course)
+    rows, class_report = write_rows(course)
     # the pages of the students graded now, and every page with an automatic veto (deleted_asserts: the
-    # page shows the capped score), written off the grading loop by two processes
+    # page shows the capped score), written off the grading loop by two processes while this one draws
+    # the class report
     due = set(recorder.feedback_due)
     pages = [(row.student_id, row.veto_reasons, row.veto_cap) if row.vetoed else (row.student_id, (), 0.0)
              for row in rows if row.graded and (row.student_id in due or row.vetoed)]
-    unwritten = write_feedback(course, pages)
+    unwritten = write_feedback(course, pages, recorder.feedback, meanwhile=class_report)
     if unwritten:
         print(f"feedback pages not written (the next run writes them): {', '.join(unwritten[:10])}", file=sys.stderr)
     return rows
@@ -165,16 +171,22 @@ def default_jobs() -> int:
     return min(8, os.cpu_count() or 1) + 1
 
 
-def import_while_grading(modules: tuple[str, ...]) -> None:
-    """Import what only the report needs (about 1 s) in a thread while the workers run, instead of
-    serially before the first notebook or after the last. Called once the workers are forked: the
-    thread never meets a fork. A failed import is left for the report to raise."""
-    def load() -> None:
+def prepare_while_grading(modules: tuple[str, ...], feedback: FeedbackWriter) -> threading.Thread:
+    """Import what only the report needs (about 1 s) and warm the feedback writer (its template,
+    MathJax head and the release's highlighted code, which the processes writing the pages then
+    share) in a thread while the workers run, instead of serially before the first notebook or after
+    the last. Called once the workers are forked; joined before the feedback processes are forked, so
+    the thread never meets a fork. A failure is left for the report or the feedback pages to raise."""
+    def prepare() -> None:
         for name in modules:
             with suppress(Exception):
                 import_module(name)
+        with suppress(Exception):
+            feedback.warm()
 
-    threading.Thread(target=load, name="import-report-modules", daemon=True).start()
+    thread = threading.Thread(target=prepare, name="prepare-report-and-feedback", daemon=True)
+    thread.start()
+    return thread
 
 
 def check_sandbox(course: Course) -> None:
@@ -223,7 +235,7 @@ def tasks(recorder: Recorder, students: Ingest, entries: list[Entry], running: d
                 key = recorder.key(entry.student_id)
                 done = recorder.finished(entry.student_id, key, since)
                 if done is None:
-                    task = entry.student_id, nbformat.writes(recorder.sanitize(entry.student_id))
+                    task = entry.student_id, task_json(recorder.sanitize(entry.student_id))
             if step.failed:
                 entry.gradable = False  # its row: the error flag, no points
             elif task is not None:

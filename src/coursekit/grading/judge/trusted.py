@@ -385,9 +385,11 @@ def own_names(source: str) -> set[str]:
     return names
 
 
-def wanted_names(source: str) -> list[str]:
-    """The names a test cell may take from the student: what it mentions, less the builtins and its own."""
-    return sorted(mentioned_names(source) - set(PINNED_BUILTINS) - own_names(source))
+@functools.lru_cache(maxsize=64)
+def wanted_names(source: str) -> tuple[str, ...]:
+    """The names a test cell may take from the student: what it mentions, less the builtins and its own.
+    Worked out once per test source (the judge asks for them at every pass of every student's cell)."""
+    return tuple(sorted(mentioned_names(source) - set(PINNED_BUILTINS) - own_names(source)))
 
 
 def student_names(source: str, snapshot: dict, calls: Calls) -> dict[str, Any]:

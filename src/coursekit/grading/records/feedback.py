@@ -8,6 +8,7 @@ instead of once per student, and nbconvert's BeautifulSoup pass runs only on pag
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import re
@@ -15,7 +16,7 @@ import shutil
 from html.parser import HTMLParser
 
 import nbformat
-from jinja2 import pass_context
+from jinja2 import meta, pass_context
 from nbconvert.exporters import TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
@@ -28,6 +29,7 @@ from traitlets.config import Config
 
 from coursekit.grading.course import Course
 from coursekit.grading.formgrader import TEMPLATE_PATHS
+from coursekit.grading.pages import inline_mathjax
 
 
 class MarkdownOnce:
@@ -47,6 +49,31 @@ class MarkdownOnce:
                 cache.clear()
             cache[key] = super().markdown2html(context, source)
         return cache[key]
+
+
+class HighlightOnce(Highlight2HTML):
+    """nbconvert's code highlighter, remembering the HTML it made: a code cell that is the same in every
+    student's notebook (locked cells, the visible lines of the test cells) is highlighted once per class.
+    The HTML depends only on the source, the language and a cell's magics language (nbconvert's
+    _pygments_highlight); the formatter options are this instance's."""
+
+    cache_size = 512
+
+    def __call__(self, source, language=None, metadata=None):
+        magics = metadata.get("magics_language") if isinstance(metadata, dict) else metadata
+        key = (source, language or self.pygments_lexer, magics)
+        if not all(isinstance(part, (str, type(None))) for part in key):  # not the usual kinds: not kept
+            return super().__call__(source, language, metadata)
+        html = self._html.get(key)
+        if html is None:
+            if len(self._html) >= self.cache_size:
+                self._html.clear()
+            html = self._html[key] = super().__call__(source, language, metadata)
+        return html
+
+    @property
+    def _html(self) -> dict:
+        return self.__dict__.setdefault("_html_cache", {})
 
 
 IMG_TAG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
@@ -86,7 +113,7 @@ class SoupOnlyWhenNeeded:
         # HTMLExporter.from_notebook_node up to its BeautifulSoup pass (nbconvert 7.17)
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
-        highlight_code = self.filters.get("highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self))
+        highlight_code = self.filters.get("highlight_code", self.highlighter(lexer))
         resources = self._init_resources(resources)
         filter_data_type = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self,
                                                  resources=resources)
@@ -96,6 +123,15 @@ class SoupOnlyWhenNeeded:
         if "jp-Notebook" in html or not images_have_alt(html):
             html = self._soup_pass(html)
         return html, resources
+
+    def highlighter(self, lexer: object) -> Highlight2HTML:
+        """The code highlighter for a notebook's lexer: one HighlightOnce per lexer, kept for the class."""
+        if not isinstance(lexer, (str, type(None))):  # not a lexer's name: nbconvert's own, as it does
+            return Highlight2HTML(pygments_lexer=lexer, parent=self)
+        highlighters = self.__dict__.setdefault("_highlighters", {})
+        if lexer not in highlighters:
+            highlighters[lexer] = HighlightOnce(pygments_lexer=lexer, parent=self)
+        return highlighters[lexer]
 
     def _soup_pass(self, html: str) -> str:
         """nbconvert's HTMLExporter pass (nbconvert 7.17), for pages that need it."""
@@ -148,6 +184,9 @@ class FeedbackWriter:
         exporter_class = type(f"MarkdownOnce{converter.exporter_class.__name__}",
                               (MarkdownOnce, SoupOnlyWhenNeeded, converter.exporter_class), {})
         self.exporter = exporter_class(config=converter.config)
+        # the notebook validated once, after the last step, instead of after each of the exporter's seven
+        # (most do nothing here): an invalid one still fails its page, with nbconvert's ValidationError
+        self.exporter.optimistic_validation = True
         self.steps = list(converter.preprocessors)
         self.veto_note = VetoNote(enabled=True)
         for step in self.steps:
@@ -156,6 +195,36 @@ class FeedbackWriter:
                 self.exporter.register_preprocessor(self.veto_note)
         self.writer = FilesWriter(config=converter.config)
         self.permissions = int(str(converter.permissions), 8)
+
+    def warm(self, lexer: str = "ipython3") -> None:
+        """Do once, before the first page, what every page needs: compile the templates, make the MathJax
+        head, highlight the code and render the Markdown of the lesson's notebook as the pages show it
+        (its source through the page's steps but the gradebook's: most cells are the same on every
+        page). Forked processes that write pages then start with all of it; a step that fails here
+        (it wanted a student's grades) is skipped."""
+        highlight = self.exporter.highlighter(lexer)
+        self.exporter.register_filter("highlight_code", highlight)  # the page's filters (from_notebook_node)
+        self.exporter.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata={},
+                                                                                parent=self.exporter))
+        environment = self.exporter.environment
+        names = [self.exporter.template.name]
+        for name in names:  # the template and every one it extends, imports or includes by name
+            source = environment.loader.get_source(environment, name)[0]
+            environment.get_template(name)
+            names += [n for n in meta.find_referenced_templates(environment.parse(source)) if n and n not in names]
+        inline_mathjax()
+        nb = nbformat.read(self.course.source_notebook, as_version=4)
+        nbformat.validate(nb, relax_add_props=True)  # the exporter's validator, built once
+        resources = self.exporter._init_resources({"nbgrader": {}})
+        for step in self.exporter._preprocessors:
+            if not isinstance(step, GetGrades):
+                with contextlib.suppress(Exception):
+                    nb, resources = step(nb, resources)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                highlight(cell.source, metadata=cell.metadata)
+            elif cell.cell_type == "markdown":
+                self.exporter.markdown2html({"cell": cell, "resources": resources}, cell.source)
 
     def write(self, student_id: str, autograded: NotebookNode | None = None, vetoes: tuple[str, ...] = (),
               cap: float = 0.0) -> None:

@@ -176,17 +176,23 @@ class Recorder:
         os.chmod(path, self.permissions)
 
 
-def write_feedback(course: Course, pages: list[tuple[str, tuple[str, ...], float]], processes: int = 2) -> list[str]:
+def write_feedback(course: Course, pages: list[tuple[str, tuple[str, ...], float]],
+                   writer: FeedbackWriter | None = None, processes: int = 2,
+                   meanwhile: Callable[[], None] | None = None) -> list[str]:
     """Write the feedback pages (student id, veto reasons, cap: see FeedbackWriter.write) from the
     autograded notebooks, off the grading loop: shared out among `processes` forked processes, each
-    with one feedback writer and one open gradebook lent to nbgrader's steps. Returns the students
-    whose page could not be written (the next `coursekit grade` writes it: Recorder.finished)."""
+    with its copy of `writer` (made here when None; best warmed: FeedbackWriter.warm) and one open
+    gradebook lent to nbgrader's steps, while this process runs `meanwhile` (its exception is raised
+    once they are done). Returns the students whose page could not be written (the next `coursekit
+    grade` writes it: Recorder.finished)."""
     if not pages:
+        if meanwhile is not None:
+            meanwhile()
         return []
     processes = max(1, min(processes, len(pages)))
+    writer = writer or FeedbackWriter(course)
 
     def share(part: list[tuple[str, tuple[str, ...], float]]) -> list[str]:
-        writer = FeedbackWriter(course)
         failed = []
         with Gradebook(course.db_url) as gb, \
                 lent_to_nbgrader_steps(gb, course.db_url, modules_opening_gradebooks(writer.steps)):
@@ -199,6 +205,8 @@ def write_feedback(course: Course, pages: list[tuple[str, tuple[str, ...], float
 
     if processes == 1:
         failed = share(pages)
+        if meanwhile is not None:
+            meanwhile()
     else:
         children, failed = [], []
         for k in range(processes):
@@ -214,11 +222,19 @@ def write_feedback(course: Course, pages: list[tuple[str, tuple[str, ...], float
                     os._exit(code)
             os.close(write)
             children.append((pid, read, [p[0] for p in pages[k::processes]]))
+        error: BaseException | None = None
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except BaseException as exc:  # noqa: BLE001 - raised below, once the children are reaped
+                error = exc
         for pid, read, students in children:
             with os.fdopen(read, "rb") as answer:
                 text = answer.read()
             _, status = os.waitpid(pid, 0)
             failed += json.loads(text) if status == 0 and text else students
+        if error is not None:
+            raise error
     return sorted(failed)
 
 

@@ -26,6 +26,7 @@ import csv
 import json
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,6 +172,14 @@ WRITER_MODULES = ("coursekit.grading.records.classreport", "coursekit.grading.re
 
 def write_report(course: Course, lesson: Path | None = None) -> list[Row]:
     """reports/<assignment>.csv and the class report; return the rows."""
+    rows, class_report = write_rows(course, lesson)
+    class_report()
+    return rows
+
+
+def write_rows(course: Course, lesson: Path | None = None) -> tuple[list[Row], Callable[[], None]]:
+    """reports/<assignment>.csv now; return the rows, and what writes the class report (its figures are
+    most of the report's time: `coursekit grade` draws them while the feedback pages are written)."""
     from coursekit.grading.records.classreport import write_class_report
 
     lesson = find_lesson(course, lesson)
@@ -180,8 +189,7 @@ def write_report(course: Course, lesson: Path | None = None) -> list[Row]:
         writer = csv.DictWriter(out, fieldnames=report_columns(course.rubric), lineterminator="\n")
         writer.writeheader()
         writer.writerows(row.as_csv() for row in rows)
-    write_class_report(course, rows, graded, parse_lesson(lesson))
-    return rows
+    return rows, lambda: write_class_report(course, rows, graded, parse_lesson(lesson))
 
 
 def find_lesson(course: Course, lesson: Path | None) -> Path:

@@ -430,6 +430,20 @@ def pid_namespace(pid: int) -> str | None:
 
 
 def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`: from /proc/PID/task/*/children where Linux has that file
+    (one read per thread of `pid`), else by reading every process's stat."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+        found = []
+        for thread in threads:
+            with open(f"/proc/{pid}/task/{thread}/children", encoding="ascii") as f:
+                found += [int(child) for child in f.read().split()]
+        return found
+    except FileNotFoundError:  # no such file (a kernel without CONFIG_PROC_CHILDREN), or pid is gone
+        if not os.path.exists(f"/proc/{pid}/task"):
+            return []
+    except OSError:
+        return []
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -500,6 +514,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self._filter_fd: int | None = None
         self.namespace: str | None = None
         self._namespace_fd: int | None = None
+        self._proc_fd: int | None = None  # the sandbox's /proc, opened through its init's root
         self.zygote: KernelZygote | None = None  # the grading worker's; else one of its own, for this kernel
         self._own_zygote: KernelZygote | None = None
         self._kernel_request: tuple[dict, list[str]] | None = None
@@ -585,6 +600,8 @@ class SandboxKernelManager(AsyncKernelManager):
         self.namespace = pid_namespace(init)
         with contextlib.suppress(OSError):
             self._namespace_fd = os.open(f"/proc/{init}/ns/pid", os.O_RDONLY)
+        with contextlib.suppress(OSError):  # the sandbox's own /proc (cpu_seconds)
+            self._proc_fd = os.open(f"/proc/{init}/root/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         return init
 
     def sandbox_processes(self) -> list[int]:
@@ -613,19 +630,21 @@ class SandboxKernelManager(AsyncKernelManager):
         """CPU seconds used so far by every process of the sandbox, living or ended (None: no sandbox).
         Read from the sandbox's own /proc, through its init: utime + stime of the living, and the
         children's times that each waited-for child left to its parent."""
-        init = self._init
-        if init is None:
+        if self._init is None:
             return None
-        proc = f"/proc/{init}/root/proc"
+        proc = self._proc_fd  # read every POLL and after every reply of the judge: opened once
         ticks = 0
         try:
-            entries = [e for e in os.listdir(proc) if e.isdigit()]
-        except OSError:  # the sandbox has ended: what it had used last
+            entries = list(filter(str.isdigit, os.listdir(proc)))
+        except (OSError, TypeError):  # the sandbox has ended (or never had its /proc): what it had used last
             return self._cpu_seen
         for entry in entries:
             try:
-                with open(f"{proc}/{entry}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
+                stat = os.open(f"{entry}/stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
+                try:
+                    fields = os.read(stat, 4096).rsplit(b")", 1)[1].split()
+                finally:
+                    os.close(stat)
             except (OSError, IndexError):
                 continue
             ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
@@ -649,3 +668,6 @@ class SandboxKernelManager(AsyncKernelManager):
         if self._namespace_fd is not None:
             os.close(self._namespace_fd)
             self._namespace_fd = None
+        if self._proc_fd is not None:
+            os.close(self._proc_fd)
+            self._proc_fd = None

@@ -73,18 +73,24 @@ def _serve(conn: Connection, config: Config, folder: str) -> None:
         os._exit(1)
 
     signal.signal(signal.SIGTERM, stop)
+    ahead: list = []  # the message after the current task, when it was already there (None: no more tasks)
     try:
         while True:
             try:
-                task = conn.recv()
+                task = ahead.pop() if ahead else conn.recv()
             except EOFError:
                 break
             if task is None:
                 break
+            try:
+                if conn.poll():
+                    ahead.append(conn.recv())
+            except (EOFError, OSError):
+                ahead.append(None)  # the grader is gone: this task is the last
             student_id, notebook = task
             result = None
             with StudentStep([], "") as step:  # one student's failure, BaseException included, is its own
-                result = runner.run(notebook)
+                result = runner.run(notebook, more=ahead != [None])  # no kernel booted for no one
             if step.failed:
                 conn.send((student_id, None, _failure(step.error)))
             else:
@@ -113,6 +119,7 @@ class LocalWorkers:
         self._lock = threading.Lock()  # the pending lists, between the grading loop and the watchdog
         self._overdue: dict[int, str] = {}  # pid of a worker the watchdog ended -> the student it ran
         self._closing = threading.Event()
+        self._told_done: set[int] = set()  # pids of the workers told that no more tasks come (_tell_done)
         self._own_tracker = False
         self._roots: dict[int, SandboxRoot] = {}  # id of a worker's pipe -> its sandboxes' folder
         remove_stale_roots()  # those of earlier runs that were killed before they could remove theirs
@@ -156,7 +163,9 @@ class LocalWorkers:
         more = True
         while True:
             for worker in list(self.workers):
-                _, conn, pending = worker
+                process, conn, pending = worker
+                if process.pid in self._told_done:  # it ends after its tasks: a lost worker's go to a fresh one
+                    continue
                 while (more or self.backlog) and len(pending) < PER_WORKER and worker in self.workers:
                     task = self.backlog.popleft() if self.backlog else next(tasks, None)
                     if task is None:
@@ -170,6 +179,8 @@ class LocalWorkers:
                         with self._lock:
                             pending.pop()
                         yield from self._lost(worker, f"the grading worker was gone ({reason(exc)})", [task])
+            if not more and not self.backlog:
+                self._tell_done()
             busy = {conn: worker for worker in self.workers for conn in [worker[1]] if worker[2]}
             if not busy:
                 if more or self.backlog:  # a lost worker's tasks, for its fresh successor
@@ -191,6 +202,15 @@ class LocalWorkers:
                         sid, task, _ = pending[0]
                         pending[0] = (sid, task, time.monotonic())
                 yield student_id, executed, failure
+
+    def _tell_done(self) -> None:
+        """Tell each worker, after the tasks it has, that no more will come (None, which ends it once it
+        has finished them): it then boots no kernel ahead for its last notebook."""
+        for process, conn, _ in self.workers:
+            if process.pid not in self._told_done:
+                self._told_done.add(process.pid)
+                with contextlib.suppress(OSError, ValueError):
+                    conn.send(None)
 
     def _lost(self, worker: tuple, why: str, unsent: list[Task] = ()) -> Iterator[Result]:
         """A worker died, its pipe broke, or the watchdog ended it: the student it was running fails
