@@ -62,8 +62,9 @@ def test_a_worker_ended_while_its_kernel_runs_leaves_nothing_in_the_temp_folder(
         loop = threading.Thread(target=lambda: results.extend(workers.map(iter([("a_sleeps", _sleeping_student(
             released_course))]))), daemon=True)
         loop.start()
-        # its kernel runs the student's code: its folder, and the next kernel's (started ahead), are there
-        _wait_for(lambda: len(list(temp_folder.glob("**/ck-*.observed"))) >= 2)
+        # its kernel runs the student's code: its folder is there (no kernel is started ahead for a
+        # worker's last notebook; a spare's folder would be in the same root)
+        _wait_for(lambda: len(list(temp_folder.glob("**/ck-*.observed"))) >= 1)
         time.sleep(1)
         root = next(temp_folder.glob(bubblewrap.ROOT_PREFIX + "*")).name
         os.kill(workers.workers[0][0].pid, signum)

@@ -110,22 +110,34 @@ SHOWN = {HIDDEN_CODE: hidden_code, IMAGE_MARKUP: image_markup}
 
 
 class _Pipe:
-    """A worker's end of its pipe that, for the chosen students, kills the worker or garbles its reply."""
+    """A worker's end of its pipe that, for the chosen students, kills the worker or garbles its reply as
+    it starts them. A worker reads tasks as they come, while it runs one (pool._serve), so a chosen
+    student read while another runs acts once the running student's result is sent."""
 
     def __init__(self, conn):
         self.conn = conn
+        self.running = False  # a task was read whose result has not been sent
+        self.chosen: str | None = None  # a chosen student read ahead
+
+    def _act(self, sid: str) -> None:
+        if sid == KILLED:
+            os._exit(9)  # a worker that dies in the middle of a student
+        self.conn.send_bytes(b"\x80\x04not a pickle")  # a reply the grader cannot read, from a live worker
+        time.sleep(600)  # the grader stops it
 
     def recv(self):
         task = self.conn.recv()
-        if task and task[0] == KILLED:
-            os._exit(9)  # a worker that dies in the middle of a student
-        if task and task[0] == GARBLED:
-            self.conn.send_bytes(b"\x80\x04not a pickle")  # a reply the grader cannot read, from a live worker
-            time.sleep(600)  # the grader stops it
+        if task and task[0] in (KILLED, GARBLED):
+            if not self.running:
+                self._act(task[0])
+            self.chosen = task[0]
+        self.running = self.running or bool(task)
         return task
 
     def send(self, item):
         self.conn.send(item)
+        if self.chosen:
+            self._act(self.chosen)
 
 
 @pytest.fixture(scope="module")

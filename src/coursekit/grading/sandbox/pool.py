@@ -21,6 +21,7 @@ import collections
 import contextlib
 import multiprocessing
 import os
+import queue
 import signal
 import sys
 import threading
@@ -73,20 +74,27 @@ def _serve(conn: Connection, config: Config, folder: str) -> None:
         os._exit(1)
 
     signal.signal(signal.SIGTERM, stop)
+    tasks: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        """Take every message as it comes: the grader's send never waits on the student this worker runs
+        (a send it waited on would hold every other worker's result too)."""
+        try:
+            while (message := conn.recv()) is not None:
+                tasks.put(message)
+        except (EOFError, OSError):
+            pass  # the grader is gone
+        tasks.put(None)
+
+    threading.Thread(target=read, name="grading-tasks", daemon=True).start()
     ahead: list = []  # the message after the current task, when it was already there (None: no more tasks)
     try:
         while True:
-            try:
-                task = ahead.pop() if ahead else conn.recv()
-            except EOFError:
-                break
+            task = ahead.pop() if ahead else tasks.get()
             if task is None:
                 break
-            try:
-                if conn.poll():
-                    ahead.append(conn.recv())
-            except (EOFError, OSError):
-                ahead.append(None)  # the grader is gone: this task is the last
+            with contextlib.suppress(queue.Empty):
+                ahead.append(tasks.get_nowait())
             student_id, notebook = task
             result = None
             with StudentStep([], "") as step:  # one student's failure, BaseException included, is its own
