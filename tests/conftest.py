@@ -35,7 +35,8 @@ def committed() -> Callable[[str], bytes]:
 
 
 # ---- what a whole run of the suite took, on what machine, under what load: build/test-durations.txt (the
-# README's `make test` figure is read from there). Written only after a run of every test (no selection);
+# README's `make test` figure is read from there). Written only after a run of every test (no selection; the
+# hub tests a plain run leaves out are no selection);
 # COURSEKIT_TEST_DURATIONS names another file (tests/system/test_suite_clock.py).
 DURATIONS_FILE = Path(os.environ.get("COURSEKIT_TEST_DURATIONS", ROOT / "build" / "test-durations.txt"))
 
@@ -65,7 +66,9 @@ class SuiteClock:
                       and not config.option.deselect and not config.option.collectonly)
 
     def pytest_deselected(self, items: list) -> None:
-        self.deselected = self.deselected or bool(items)
+        """A selection (--lf, --sw, a plugin's) makes the run partial; the hub tests that tests/hub/conftest.py
+        leaves out of a plain `pytest` (marked hub; make test-hub runs them) do not."""
+        self.deselected = self.deselected or any(item.get_closest_marker("hub") is None for item in items)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.slowest[report.nodeid] = self.slowest.get(report.nodeid, 0.0) + report.duration
