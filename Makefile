@@ -98,10 +98,14 @@ lab: $(STAMP) release ## JupyterLab on the student bundle, outside this reposito
 	$(CK) lab $(LESSON_ARG)
 
 # ---- checks
-test: system-test ## lint, the trust boundary and every test
+# TEST_WORKERS: pytest-xdist workers for `make test` (more than the cores: the tests mostly wait on browsers,
+# kernels and servers); each module's tests, and the modules sharing a graded class, stay on one worker
+# (tests/conftest.py)
+TEST_WORKERS ?= 3
+test: system-test ## lint, the trust boundary and every test [TEST_WORKERS=3]
 	$(PY) -m ruff check src tests bench
 	.venv/bin/lint-imports --config pyproject.toml  # the trust boundary: judge/ and records/ never import sandbox/
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # ---- the submission fuzzer's long run (tests/grading/test_notebook_fuzz.py; `make test` runs a bounded one):
 # FUZZ_EXAMPLES mutants through ingest and nbgrader's sanitising steps, FUZZ_BATCHES classes of FUZZ_BATCH
