@@ -47,18 +47,20 @@ class SuiteClock:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config, self.whole, self.deselected, self.slowest = config, False, False, {}
+        self.workers_cpu: float | None = None  # xdist's controller: what its workers used (they report it)
 
     @staticmethod
-    def _cpu_s() -> float:
+    def _cpu_s(children: bool = True) -> float:
         import resource
 
-        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+        own, waited = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + (waited.ru_utime + waited.ru_stime if children else 0.0)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         import time
 
-        self.started, self.cpu, self.load = time.monotonic(), self._cpu_s(), os.getloadavg()
+        self.started, self.cpu, self.own_cpu, self.load = (time.monotonic(), self._cpu_s(), self._cpu_s(False),
+                                                           os.getloadavg())
         config = self.config  # the same options in pytest and in each of its xdist workers
         testpaths = [str(ROOT / p) for p in config.getini("testpaths")]
         args = [str(Path(a).resolve()) for a in config.args]
@@ -76,7 +78,9 @@ class SuiteClock:
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: object, error: object) -> None:
         """xdist's controller: a worker is done; a selection made there (--lf, ...) makes the run partial."""
-        self.deselected = self.deselected or getattr(node, "workeroutput", {}).get(_WORKER_DESELECTED, False)
+        output = getattr(node, "workeroutput", {})
+        self.deselected = self.deselected or output.get(_WORKER_DESELECTED, False)
+        self.workers_cpu = (self.workers_cpu or 0.0) + output.get(_WORKER_CPU, 0.0)
 
     @pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -85,10 +89,13 @@ class SuiteClock:
 
         if _is_worker(self.config):  # its controller writes the file (the tests are collected on each worker)
             self.config.workeroutput[_WORKER_DESELECTED] = self.deselected
+            self.config.workeroutput[_WORKER_CPU] = self._cpu_s()  # its start-up included
             return
         if not self.whole or self.deselected or session.shouldstop or exitstatus not in (0, 1):
             return
         wall, cpu, load = time.monotonic() - self.started, self._cpu_s() - self.cpu, os.getloadavg()
+        if self.workers_cpu is not None:  # xdist: workers are not yet waited for; the controller starts no other
+            cpu = self._cpu_s(False) - self.own_cpu + self.workers_cpu
         stats = self.config.pluginmanager.get_plugin("terminalreporter").stats
         counts = ", ".join(f"{len(stats.get(k, []))} {k}" for k in ("passed", "failed", "error", "skipped"))
         commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
@@ -109,6 +116,7 @@ class SuiteClock:
 
 
 _WORKER_DESELECTED = "coursekit_deselected"  # a worker's SuiteClock.deselected, in its xdist workeroutput
+_WORKER_CPU = "coursekit_cpu_s"  # ... and the CPU seconds it and the processes it waited for used
 
 
 def _is_worker(config: pytest.Config) -> bool:
