@@ -6,6 +6,7 @@ so does a run that leaves a grading sandbox's folder (`ck-*`) in the temp folder
 
 import functools
 import http.server
+import json
 import os
 import shutil
 import socket
@@ -38,7 +39,8 @@ def committed() -> Callable[[str], bytes]:
 
 
 # ---- what a whole run of the suite took, on what machine, under what load: build/test-durations.txt (the
-# README's `make test` figure is read from there). Written only after a run of every test (no selection);
+# README's `make test` figure is read from there). Written only after a run of every test (no selection; the
+# hub tests a plain run leaves out are no selection);
 # COURSEKIT_TEST_DURATIONS names another file (tests/system/test_suite_clock.py).
 DURATIONS_FILE = Path(os.environ.get("COURSEKIT_TEST_DURATIONS", ROOT / "build" / "test-durations.txt"))
 
@@ -48,39 +50,55 @@ class SuiteClock:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config, self.whole, self.deselected, self.slowest = config, False, False, {}
+        self.workers_cpu: float | None = None  # xdist's controller: what its workers used (they report it)
 
     @staticmethod
-    def _cpu_s() -> float:
+    def _cpu_s(children: bool = True) -> float:
         import resource
 
-        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+        own, waited = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + (waited.ru_utime + waited.ru_stime if children else 0.0)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         import time
 
-        self.started, self.cpu, self.load = time.monotonic(), self._cpu_s(), os.getloadavg()
-
-    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config, items: list) -> None:
+        self.started, self.cpu, self.own_cpu, self.load = (time.monotonic(), self._cpu_s(), self._cpu_s(False),
+                                                           os.getloadavg())
+        config = self.config  # the same options in pytest and in each of its xdist workers
         testpaths = [str(ROOT / p) for p in config.getini("testpaths")]
         args = [str(Path(a).resolve()) for a in config.args]
         self.whole = (args in ([str(ROOT)], testpaths) and not config.option.keyword and not config.option.markexpr
                       and not config.option.deselect and not config.option.collectonly)
 
     def pytest_deselected(self, items: list) -> None:
-        self.deselected = self.deselected or bool(items)
+        """A selection (--lf, --sw, a plugin's) makes the run partial; the hub tests that tests/hub/conftest.py
+        leaves out of a plain `pytest` (marked hub; make test-hub runs them) do not."""
+        self.deselected = self.deselected or any(item.get_closest_marker("hub") is None for item in items)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.slowest[report.nodeid] = self.slowest.get(report.nodeid, 0.0) + report.duration
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: object, error: object) -> None:
+        """xdist's controller: a worker is done; a selection made there (--lf, ...) makes the run partial."""
+        output = getattr(node, "workeroutput", {})
+        self.deselected = self.deselected or output.get(_WORKER_DESELECTED, False)
+        self.workers_cpu = (self.workers_cpu or 0.0) + output.get(_WORKER_CPU, 0.0)
 
     @pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         import datetime
         import time
 
+        if _is_worker(self.config):  # its controller writes the file (the tests are collected on each worker)
+            self.config.workeroutput[_WORKER_DESELECTED] = self.deselected
+            self.config.workeroutput[_WORKER_CPU] = self._cpu_s()  # its start-up included
+            return
         if not self.whole or self.deselected or session.shouldstop or exitstatus not in (0, 1):
             return
         wall, cpu, load = time.monotonic() - self.started, self._cpu_s() - self.cpu, os.getloadavg()
+        if self.workers_cpu is not None:  # xdist: workers are not yet waited for; the controller starts no other
+            cpu = self._cpu_s(False) - self.own_cpu + self.workers_cpu
         stats = self.config.pluginmanager.get_plugin("terminalreporter").stats
         counts = ", ".join(f"{len(stats.get(k, []))} {k}" for k in ("passed", "failed", "error", "skipped"))
         commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
@@ -100,8 +118,63 @@ class SuiteClock:
         DURATIONS_FILE.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+_WORKER_DESELECTED = "coursekit_deselected"  # a worker's SuiteClock.deselected, in its xdist workeroutput
+_WORKER_CPU = "coursekit_cpu_s"  # ... and the CPU seconds it and the processes it waited for used
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    """This process is one of pytest-xdist's workers (`make test` runs `pytest -n N`)."""
+    return hasattr(config, "workerinput")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(SuiteClock(config), "coursekit-suite-clock")
+
+
+# ---- `make test` runs the tests in pytest-xdist workers (`-n N --dist loadgroup`): the tests of one module stay
+# on one worker (its module fixtures are made once), and every module that uses one of these session fixtures
+# (a class graded once per run) runs on the same worker, which grades it once. (xdist's own xdist_group marks
+# do nothing under pytest 9, which ignores the node id xdist rewrites: the workers write the groups into the
+# run's folder as they collect, and the controller's scheduler reads them.)
+SHARED_CLASSES = ("graded_class", "instructor_class")
+GROUPS_FILE = "xdist-groups.json"  # {module: group}, in the run's folder (the workers' basetemps are inside it)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _is_worker(config):
+        return
+    groups: dict[str, str] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        shared = next((name for name in SHARED_CLASSES if name in getattr(item, "fixturenames", ())), None)
+        if shared or module not in groups:
+            groups[module] = shared or groups.get(module, module)
+    run = Path(config.option.basetemp).parent  # xdist gives each worker <run>/popen-gwN
+    written = run / f"{GROUPS_FILE}.{config.workerinput['workerid']}"
+    written.write_text(json.dumps(groups, sort_keys=True), encoding="utf-8")
+    written.replace(run / GROUPS_FILE)  # every worker collects the same tests: the same groups
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadgroup`: whole groups (above) to one worker each, as xdist's LoadScopeScheduling does with
+    modules."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    groups_file = config._tmp_path_factory.getbasetemp() / GROUPS_FILE  # xdist's own way to the run's folder
+
+    class SharedClassScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # read once every worker has collected (xdist schedules after that)
+                self.groups = json.loads(groups_file.read_text(encoding="utf-8"))
+            module = nodeid.split("::")[0]
+            return self.groups.get(module, module)
+
+    return SharedClassScheduling(config, log)
 
 
 # Writes matplotlib's font list cache as it was before fonts-noto-cjk was installed: every font but the CJK ones.
@@ -154,22 +227,30 @@ def seed_exercise_cell() -> str:
 
 
 @pytest.fixture(scope="session")
-def release_template(tmp_path_factory: pytest.TempPathFactory) -> object:
+def release_template(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> object:
     """autograder/'s config and source notebooks in a temporary course, released once per run (nbgrader's
-    generate_assignment costs seconds of CPU): a test that needs a released course of its own copies this
-    one (tests/grading/conftest.py's fresh_copy); nothing grades into it."""
+    generate_assignment costs seconds of CPU; under xdist the first worker that needs it releases it into the
+    run's folder, the others wait for it): a test that needs a released course of its own copies this one
+    (tests/grading/conftest.py's fresh_copy); nothing grades into it."""
     import shutil
+
+    from filelock import FileLock
 
     from coursekit.grading.course import CONFIG_FILE, Course
     from coursekit.grading.intake.release import release
 
-    root = tmp_path_factory.mktemp("release") / "course"
-    root.mkdir()
-    shutil.copyfile(ROOT / "autograder" / CONFIG_FILE, root / CONFIG_FILE)
-    shutil.copytree(ROOT / "autograder" / "source", root / "source")
-    course = Course.at(root)
-    release(course)
-    return course
+    run = tmp_path_factory.getbasetemp()
+    run = run.parent if _is_worker(request.config) else run  # xdist: <run>/popen-gwN is the worker's
+    root, done = run / "release-template" / "course", run / "release-template" / "released"
+    with FileLock(run / "release-template.lock"):
+        if not done.is_file():
+            shutil.rmtree(root, ignore_errors=True)  # a worker that failed half-way
+            root.mkdir(parents=True)
+            shutil.copyfile(ROOT / "autograder" / CONFIG_FILE, root / CONFIG_FILE)
+            shutil.copytree(ROOT / "autograder" / "source", root / "source")
+            release(Course.at(root))
+            done.touch()
+    return Course.at(root)
 
 
 CHROMIUM_ARGS = [
@@ -251,6 +332,8 @@ ENDS_WITH_PYTEST = ("multiprocessing.resource_tracker", "multiprocessing.forkser
 LEFTOVER_GRACE_S = float(os.environ.get("COURSEKIT_LEFTOVER_GRACE_S", "15"))
 _BEFORE = pytest.StashKey[set]()  # the session's processes already running when it started
 _STARTED = pytest.StashKey[tuple]()  # (monotonic time, 1-minute load average) at the session's start
+_WORKER_LEFT = pytest.StashKey[list]()  # xdist's controller: the lines its workers sent (leftover_lines)
+_WORKER_LEFT_KEY = "coursekit_leftovers"  # ... under this key of each worker's workeroutput
 
 
 def _environ(proc: psutil.Process) -> dict[str, str]:
@@ -384,6 +467,12 @@ def pytest_runtest_logstart(nodeid: str, location: object) -> None:
     os.environ[TEST_VAR] = nodeid
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """xdist's controller: keep what a worker found still running at its end (each worker checks its own)."""
+    node.config.stash.setdefault(_WORKER_LEFT, []).extend(getattr(node, "workeroutput", {}).get(_WORKER_LEFT_KEY, []))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     os.environ.pop(TEST_VAR, None)
     _check_processes(session)
@@ -395,20 +484,25 @@ def _check_processes(session: pytest.Session) -> None:
     deadline = time.monotonic() + LEFTOVER_GRACE_S
     while (left := [p for p in session_processes() if p.pid not in before]) and time.monotonic() < deadline:
         time.sleep(0.5)
-    if not left:
-        return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    title = f"{len(left)} process(es) the tests started still running (now killed)"
-    if reporter:
-        reporter.write("\n")
-        reporter.write_sep("=", title, red=True)
-    for line in leftover_lines(left) if reporter else [title, *leftover_lines(left)]:
-        reporter.write_line(line, red=True) if reporter else print(line, file=sys.stderr)
+    lines = leftover_lines(left)
     for proc in left:
         try:
             proc.kill()
         except psutil.NoSuchProcess:
             pass
+    if _is_worker(session.config):  # each xdist worker has a token of its own; its controller reports
+        session.config.workeroutput[_WORKER_LEFT_KEY] = lines
+        return
+    lines += session.config.stash.get(_WORKER_LEFT, [])
+    if not lines:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    title = f"{len(lines)} process(es) the tests started still running (now killed)"
+    if reporter:
+        reporter.write("\n")
+        reporter.write_sep("=", title, red=True)
+    for line in lines if reporter else [title, *lines]:
+        reporter.write_line(line, red=True) if reporter else print(line, file=sys.stderr)
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -330,7 +330,7 @@ def formgrader_base(attacked):
         yield base
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        proc.wait(timeout=60)  # JupyterLab stops its kernels first: slow on a loaded machine
 
 
 def submission_id(attacked: AttackedClass, kind: str) -> str:

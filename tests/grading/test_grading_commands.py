@@ -154,4 +154,4 @@ def test_formgrader_serves_the_course_on_localhost(released_course):
         assert "nbgrader" in page
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        proc.wait(timeout=60)  # JupyterLab stops its kernels first: slow on a loaded machine

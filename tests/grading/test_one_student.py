@@ -77,3 +77,36 @@ def test_the_budget_counts_cpu_and_wall_clock_of_all_calls_together():
 
 def test_a_patch_put_back_after_the_test_cells_is_still_flagged(graded):
     assert "suspicious_code(" in graded["c_erased_patch"]["flags"] and "math.tau" in graded["c_erased_patch"]["flags"]
+
+
+def test_a_kernel_that_exits_after_its_last_cell_is_not_flagged_whenever_it_exits(released_course, tmp_path,
+                                                                                  monkeypatch):
+    """`exit()` in the last cell ends the kernel 0.1 s later, so the grader's question for the kernel's own
+    report met a live kernel or a gone one depending on load, and a gone one was flagged suspicious_code
+    (the grader's helpers in the kernel). Here the grader asks only once the kernel has exited: the late
+    case, every time. The scores and flags are the correct student's."""
+    import time
+
+    from jupyter_client.utils import run_sync
+    from submission_kinds import k_exit_at_end
+
+    from coursekit.grading.sandbox.executor import SandboxExecute
+
+    record_run = SandboxExecute.record_run
+
+    def after_the_exit(self, manager, started):
+        deadline = time.monotonic() + 30
+        while run_sync(manager.is_alive)() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return record_run(self, manager, started)
+
+    monkeypatch.setattr(SandboxExecute, "record_run", after_the_exit)  # the grading workers are forked from here
+    course = fresh_copy(released_course, tmp_path / "course")
+    folder = tmp_path / "download"
+    folder.mkdir()
+    base = nbformat.read(course.release_notebook, as_version=4)
+    (folder / "e_exit_at_end.ipynb").write_text(json.dumps(k_exit_at_end(copy.deepcopy(base)), ensure_ascii=False),
+                                                encoding="utf-8")
+    assert main(["grade", str(folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT]) == 0
+    row = read_rows(course.report_csv.read_text(encoding="utf-8"))["e_exit_at_end"]
+    assert float(row["auto_total"]) == 3 and row["flags"] == "", row

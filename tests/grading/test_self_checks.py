@@ -11,6 +11,7 @@ namespace, then the given checks) and as `make check` does (one real kernel run 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import re
 
@@ -172,6 +173,19 @@ def test_the_vetoed_guard_change_is_named_by_a_self_check_and_by_the_grader():
     assert not report.ok and all(report.passed.values())
     line = next(line for line in report.lines if "题目给出的检查" in line)
     assert "`if not rewards:`" in line and "一票否决" in line
+
+
+def test_exit_in_the_last_cell_leaves_every_check_its_verdict():
+    """`exit()` in the student's last cell (submission kind exit_at_end): IPython stops the kernel's loop
+    0.1 s after it, so which checks still ran used to depend on how fast they came. Each check here first
+    waits longer than that in the kernel, which made the second check meet a kernel that had exited; the
+    grader judges before such a cell, so every check must run and pass."""
+    nb = solve(nbformat.read(EXERCISE, as_version=4), answers=False)
+    nb.cells.append(nbformat.v4.new_code_cell("exit()"))
+    slow = [dataclasses.replace(c, code="__import__('time').sleep(0.3)\n" + c.code) for c in CHECKS]
+    report = check.check_notebook(nb, slow, 20, GIVEN)
+    assert report.passed == dict.fromkeys((c.id for c in CHECKS), True), report.lines
+    assert report.ok, report.lines
 
 
 def _literal_groups(code: str) -> set[str]:

@@ -95,8 +95,12 @@ def preview_site(site: Path) -> Path:
 
     Its runner config comes from the project's release notebook, made by `coursekit release` when
     missing (as `make site` would)."""
-    if not (ROOT / LESSON.release_notebook).is_file():
-        assert main(["release"]) == 0, "coursekit release failed; the preview's runner config needs it"
+    from filelock import FileLock
+
+    (ROOT / "build").mkdir(exist_ok=True)
+    with FileLock(ROOT / "build" / ".release.lock"):  # one writer when several pytest workers (xdist) need it
+        if not (ROOT / LESSON.release_notebook).is_file():
+            assert main(["release"]) == 0, "coursekit release failed; the preview's runner config needs it"
     return preview.build_preview(ROOT, "exercise", site / "preview")
 
 

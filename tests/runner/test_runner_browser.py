@@ -536,12 +536,13 @@ def test_student_id_is_validated_as_typed_with_the_graders_rule(context, pages, 
 
     assert (STUDENT_ID.fullmatch(typed) is not None) == (state == "valid")
     page = context.new_page()
-    Widget(page, pages["preview"])
+    widget = Widget(page, pages["preview"])
     assert "字母" in page.inner_text(".cr-id-rule")
     page.fill(".cr-student-id", typed)
     assert page.get_attribute(".cr-widget", "data-student-id") == state
     assert page.get_attribute(".cr-student-id", "aria-invalid") == str(state == "invalid").lower()
     if state != "valid":
+        widget.wait_ready()  # else "Python 已就绪", arriving later under load, replaces the status read below
         downloads = []
         page.on("download", lambda d: downloads.append(d))
         page.click("button[data-action=download]")

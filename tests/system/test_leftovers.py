@@ -1,8 +1,9 @@
 """The suite's own leftover checks (tests/conftest.py, issue 34): a session whose test leaves a process
 running, even an orphan re-parented away from pytest, fails naming it and the test, and the process is
-killed; a session that stops what it starts passes. A session that leaves a grading sandbox's folder
-(`ck-*`) in its temp folder fails naming it; what another run leaves in its own temp folder meanwhile
-is not counted."""
+killed; a session that stops what it starts passes, both as one pytest process and in pytest-xdist
+workers (each worker checks its own processes, the controller reports them). A session that leaves a
+grading sandbox's folder (`ck-*`) in its temp folder fails naming it; what another run leaves in its
+own temp folder meanwhile is not counted."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
 LEAKY = '''import subprocess, sys, time
@@ -29,16 +31,20 @@ def test_leaves_an_orphan_behind():
 '''
 
 
-def run_session(folder: Path, source: str) -> subprocess.CompletedProcess:
+WORKERS = {"one process": [], "xdist workers": ["-n", "2", "--dist", "loadgroup"]}  # make test: -n 3 --dist loadgroup
+
+
+def run_session(folder: Path, source: str, workers: list[str] = ()) -> subprocess.CompletedProcess:
     (folder / "test_session.py").write_text(source, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(TESTS), "COURSEKIT_LEFTOVER_GRACE_S": "2"}
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
-                           "--rootdir", str(folder), str(folder / "test_session.py")], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=300)
+                           *workers, "--rootdir", str(folder), str(folder / "test_session.py")], cwd=folder,
+                          env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_a_session_that_leaves_a_process_running_fails_naming_it_and_kills_it(tmp_path) -> None:
-    done = run_session(tmp_path, LEAKY)
+@pytest.mark.parametrize("workers", WORKERS.values(), ids=WORKERS)
+def test_a_session_that_leaves_a_process_running_fails_naming_it_and_kills_it(tmp_path, workers) -> None:
+    done = run_session(tmp_path, LEAKY, workers)
     assert done.returncode == 1, done.stdout[-3000:]
     assert "2 passed" in done.stdout
     found = re.search(r"pid (\d+) \(started by .*test_session\.py::test_leaves_an_orphan_behind\): sleep 600",
@@ -51,8 +57,9 @@ def test_a_session_that_leaves_a_process_running_fails_naming_it_and_kills_it(tm
     assert not psutil.pid_exists(int(found[1])) or psutil.Process(int(found[1])).status() == psutil.STATUS_ZOMBIE
 
 
-def test_a_session_that_stops_what_it_starts_passes(tmp_path) -> None:
-    done = run_session(tmp_path, LEAKY.split("def test_leaves")[0])
+@pytest.mark.parametrize("workers", WORKERS.values(), ids=WORKERS)
+def test_a_session_that_stops_what_it_starts_passes(tmp_path, workers) -> None:
+    done = run_session(tmp_path, LEAKY.split("def test_leaves")[0], workers)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "still running" not in done.stdout
 

@@ -44,7 +44,11 @@ BARE_ASSERT = "（题目给出的断言不成立；为什么不成立，见下�
 # As the grader (executor.own_data, the same function, run in the kernel): plain data a check reads
 # comes from the last answer cell's (nbgrader solution cell's) run, not from a later cell; a notebook
 # without answer cells (the exercise branch's) is judged with the names as the checks find them.
+# `exit()`/`quit()` in a student's cell end nothing here: IPython would stop the kernel 0.1 s later, in the
+# middle of the checks (which of them still ran depended on timing); the grader judges the test cells before
+# a later cell ends the kernel (executor.judge_in_replay), and the check's kernel is shut down after the checks.
 PREAMBLE = '''import copy as _ck_copy
+get_ipython().ask_exit = lambda: None
 _ck_solution = None
 {own_data}
 def _ck_keep(names):
