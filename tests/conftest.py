@@ -446,14 +446,8 @@ def _check_temp_folder(session: pytest.Session) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     if not left:
         return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    title = f"{len(left)} grading sandbox folder(s) the tests left in the temp folder (now removed)"
-    if reporter:
-        reporter.write("\n")
-        reporter.write_sep("=", title, red=True)
-    for line in left if reporter else [title, *left]:
-        reporter.write_line(line, red=True) if reporter else print(line, file=sys.stderr)
-    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    _fail_session(session, f"{len(left)} grading sandbox folder(s) the tests left in the temp folder (now removed)",
+                  left)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -496,8 +490,12 @@ def _check_processes(session: pytest.Session) -> None:
     lines += session.config.stash.get(_WORKER_LEFT, [])
     if not lines:
         return
+    _fail_session(session, f"{len(lines)} process(es) the tests started still running (now killed)", lines)
+
+
+def _fail_session(session: pytest.Session, title: str, lines: list[str]) -> None:
+    """Fail the run, with `title` and one red line per thing the tests left behind."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    title = f"{len(lines)} process(es) the tests started still running (now killed)"
     if reporter:
         reporter.write("\n")
         reporter.write_sep("=", title, red=True)

@@ -107,3 +107,4 @@ def class_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClassHub]:
     hub = start_hub(tmp_path_factory.mktemp("class"))
     yield hub
     stop_hub(hub)
+

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PASSWORDS, ClassHub
+from exercise_fill import fill_blanks
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 WAIT = 180_000  # ms: a server's first start and a grading run under load
@@ -39,16 +40,7 @@ def exercise_cell(release: Path, var_line: str, marker: str) -> str:
     cells = json.loads(release.read_text(encoding="utf-8"))["cells"]
     source = next("".join(c["source"]) for c in cells
                   if c["metadata"].get("nbgrader", {}).get("grade_id") == "group_advantages")
-    lines = []
-    for line in source.split("\n"):
-        indent = line[:len(line) - len(line.lstrip())]
-        if line.strip().startswith("var = ______"):
-            line = indent + var_line
-        elif line.strip() == "return ______":
-            line = indent + "return [0.0] * len(rewards)"
-        lines.append(line)
-    assert "______" not in "\n".join(lines), "the release's blanks changed; update this test"
-    return f"# {marker}\n" + "\n".join(lines)
+    return f"# {marker}\n" + fill_blanks(source, var_line)
 
 
 def shot(page, name: str, element=None) -> None:  # noqa: ANN001

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from quarto_dom import RAW_TEX
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
@@ -595,16 +596,6 @@ def test_real_preview_page_checks_and_offers_answer_boxes(context, pages, reques
     assert requests.errors == []
 
 
-# TeX the page still shows as text: a `$...$` or `\\(...\\)` in any text node outside code.
-RAW_TEX = r"""() => {
-    const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
-    const raw = [];
-    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-        if (n.parentElement.closest('pre, code, textarea, script, style, .cr-widget, .cm-editor')) continue;
-        if (/\$[^$\s][^$]*\$|\\\(|\\\[/.test(n.textContent)) raw.push(n.textContent.slice(0, 60));
-    }
-    return raw;
-}"""
 # The same, only in shown text (not in a closed hint) within a screen of the viewport: what the reader sees or
 # scrolls to next.
 NEAR = ("const near = (n) => { const box = n.parentElement.getBoundingClientRect(); return n.parentElement"

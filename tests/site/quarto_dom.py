@@ -162,3 +162,15 @@ def write_page(folder: Path, qmd_path: Path, name: str = "index.html", runner: s
     if not (folder / "mathjax").exists():
         (folder / "mathjax").symlink_to(ROOT / preview.MATHJAX)
     return page
+
+
+# TeX a page (Quarto's or the preview's) still shows as text: `$...$`, `\(` or `\[` in a text node outside code.
+RAW_TEX = r"""() => {
+    const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
+    const raw = [];
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        if (n.parentElement.closest('pre, code, textarea, script, style, .cr-widget, .cm-editor')) continue;
+        if (/\$[^$\s][^$]*\$|\\\(|\\\[/.test(n.textContent)) raw.push(n.textContent.slice(0, 60));
+    }
+    return raw;
+}"""

@@ -6,6 +6,7 @@ import re
 import time
 
 import pytest
+from quarto_dom import RAW_TEX
 
 from coursekit import preview
 from coursekit.course_file import load_course
@@ -299,16 +300,6 @@ def test_every_figure_has_alt_text_and_the_diagram_a_label(branch, page_and_log,
     assert svg.get_attribute("role")
 
 
-# TeX the page still shows as text: `$...$`, `\(` or `\[` in a text node outside code.
-RAW_TEX = r"""() => {
-    const walker = document.createTreeWalker(document.querySelector('main') || document.body, NodeFilter.SHOW_TEXT);
-    const raw = [];
-    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-        if (n.parentElement.closest('pre, code, textarea, script, style, .cr-widget, .cm-editor')) continue;
-        if (/\$[^$\s][^$]*\$|\\\(|\\\[/.test(n.textContent)) raw.push(n.textContent.slice(0, 60));
-    }
-    return raw;
-}"""
 # When the runner's Python started and when every formula was typeset, on the page's clock.
 WHEN = """document.addEventListener("course-runner-started", () => { window.__startedAt = performance.now(); });
 const waitForMathJax = setInterval(() => {

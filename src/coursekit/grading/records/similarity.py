@@ -100,12 +100,7 @@ def lookalikes() -> dict[int, str]:
     from confusable_homoglyphs.confusables import confusables_data  # 0.9 MB of JSON: loaded on first use
 
     parent: dict[str, str] = {}
-
-    def root(text: str) -> str:
-        while parent.setdefault(text, text) != text:
-            parent[text] = parent[parent[text]]
-            text = parent[text]
-        return text
+    root = functools.partial(_root, parent)
 
     for text, homoglyphs in confusables_data.items():
         for homoglyph in homoglyphs:
@@ -235,15 +230,18 @@ def copy_flags(answers: dict[str, dict[str, str]], references: dict[str, str],
     return flags
 
 
+def _root(parent: dict[str, str], x: str) -> str:
+    """The representative of x's set in a union-find forest (`parent`), halving the path on the way."""
+    while parent.setdefault(x, x) != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
 def groups(pairs: list[tuple[str, str, float]]) -> dict[str, tuple[list[str], float]]:
     """Connected groups of similar pairs: student -> (sorted members, its highest similarity in the group)."""
     parent: dict[str, str] = {}
-
-    def root(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    root = functools.partial(_root, parent)
 
     best: dict[str, float] = {}
     for a, b, s in pairs:
