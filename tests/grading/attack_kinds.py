@@ -570,9 +570,10 @@ ATTACKS.update({
     "budget_depth": (_reply("Raw([__import__('functools').reduce(lambda x, _: [x], range(100), 0.0)])"), (0, 0, 0.5),
                      {"over_budget": "reply depth"}),
     "budget_bytes": (_reply("Raw(['x' * 20_000_000])"), (0, 0, 0.5), {"over_budget": "kernel message bytes"}),
-    # what it costs first, CPU or memory, depends on how the replies travel (one batch per test cell now)
-    "budget_judge_cpu": (_reply("Raw([0] * 240_000)"), (0, 0, 0.5), {"over_budget": "for judging over"}),
-    "budget_judge_memory": (_reply("Raw([0.5] * 200_000)"), (0, 0, 0.5), {"over_budget": "grader memory"}),
+    # replies that would cost the judge CPU or memory: the counted budgets stop them first, on any machine
+    "budget_judge_cpu": (_reply("Raw([0] * 240_000)"), (0, 0, 0.5), {"over_budget": "values in all"}),
+    "budget_judge_memory": (_reply("Raw([0.5] * 200_000)"), (0, 0, 0.5), {"over_budget": "values in all"}),
+    "budget_judge_bytes": (_reply("Raw(['x' * 6_000_000])"), (0, 0, 0.5), {"over_budget": "MB in all"}),
     "budget_print_flood": (a_print_flood, (1.5, 1, 0.5), {"over_budget": "kernel message bytes"}),
     # flags from what the trusted side observes: the in-kernel hook switched off first (class 4)
     "hook_off_read": (_hook_off(READ_GRADEBOOK), (1.5, 1, 0.5), {"sandbox_violation": "file: "}),

@@ -177,7 +177,10 @@ def test_the_class_is_graded_and_every_student_has_a_row(attacked):
 
 def test_the_class_graded_again_gives_the_same_csv_byte_for_byte(attacked):
     """bench_hostile's two reruns (issue 31): flags that depend neither on timing nor on the host's files."""
-    assert attacked.regraded == (0, attacked.csv)
+    code, csv_again = attacked.regraded
+    first, again = attacked.csv.splitlines(), csv_again.splitlines()
+    changed = [f"first: {a}\nagain: {b}" for a, b in zip(first, again, strict=False) if a != b]
+    assert (code, len(again), changed) == (0, len(first), [])
 
 
 @pytest.mark.parametrize("kind", ATTACKS)

@@ -17,8 +17,9 @@ import pytest
 from submission_kinds import _code, _extra, k_correct
 from traitlets.config import Config
 
+from coursekit.grading.judge import trusted
 from coursekit.grading.records import record
-from coursekit.grading.sandbox import execute, kernel_side
+from coursekit.grading.sandbox import execute, executor, kernel_side
 
 pytestmark = pytest.mark.slow
 WALK = '''import os, sys
@@ -68,3 +69,29 @@ ALLOWED = PYTHON + ["/usr", "/proc", "/dev", "/sys", "/etc"] + SCRATCH
 ])
 def test_a_folder_that_only_holds_the_sandboxs_mount_points_is_one_record(path, record):
     assert kernel_side._observed("file", path, PYTHON, ALLOWED, SCRATCH, "/home/student") == record
+
+
+@pytest.mark.parametrize("replies, over", [
+    (["[0]"] * 10, None),  # an honest student's replies: a few values each
+    (["[" + "0," * 199_999 + "0]"] * 2, f"replies over {trusted.JUDGE_VALUES} values in all"),
+    (['"' + "x" * 5_000_000 + '"'] * 2, "replies over 8 MB in all"),
+    (["[" + "0," * 260_000 + "0]"], f"reply items over {trusted.MAX_ITEMS}"),
+])
+def test_the_judges_budgets_in_all_are_counts_checked_before_its_clock_and_memory(replies, over):
+    """bench_hostile's reruns once differed on m33_budget_judge_memory: the grader's CPU limit or its
+    memory limit, whichever a reply found exceeded first, a race that a slower or busier machine loses
+    the other way. The counted budgets come first: here the meters say every limit is long past (as on
+    a machine many times slower), and the flag is the count's still."""
+    judge = executor.SandboxExecute()
+    judge._over_budget, judge._received = [], [0, 0]
+    judge._judge_cpu, judge._judge_memory = -1e9, -(1 << 40)
+    raised = None
+    for text in replies:
+        try:
+            judge._count_received(text)
+        except trusted.OverBudget as exc:
+            raised = exc.message.removeprefix("超出评分预算：")
+            break
+    assert raised == over and judge._over_budget == ([over] if over else [])
+    with pytest.raises(trusted.OverBudget, match="grader CPU"):  # the backstop behind them
+        judge._check_judge_budget()

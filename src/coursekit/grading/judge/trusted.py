@@ -45,6 +45,11 @@ MAX_REPLY = 16 << 20      # bytes of one message from the kernel
 MAX_ITEMS = 250_000       # values (numbers, strings, containers) of one reply; the kernel side sends <= 200_000
 MAX_DEPTH = 40
 MAX_SAME_HASH = 8         # keys of one dict with the same hash: more can only be a collision attack
+# Budgets of all the replies received while one student is judged: counts, so the same student gets
+# the same flag on any machine and under any load (the grader's CPU and memory limits, which depend on
+# both, stay as backstops behind them). An honest student's replies use well under 1% of them.
+JUDGE_VALUES = 300_000
+JUDGE_BYTES = 8 << 20
 PINNED_BUILTINS = dict(vars(builtins))  # captured at import, before any test cell or student value exists
 
 
@@ -81,16 +86,33 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, unrolled: li
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
+def _skeleton(text: str) -> str:
+    if len(text) > MAX_REPLY:
+        raise OverBudget(f"reply bytes over {MAX_REPLY >> 20} MB")
+    return _STRING.sub("0", text)
+
+
+def _items(skeleton: str) -> int:
+    return skeleton.count(",") + skeleton.count("[") + skeleton.count("{")
+
+
+def reply_cost(text: str) -> tuple[int, int]:
+    """(values, characters) of a reply's JSON text, for the judge's budgets in all (JUDGE_VALUES,
+    JUDGE_BYTES); one linear scan. Raises OverBudget for a reply over MAX_REPLY or MAX_ITEMS alone."""
+    items = _items(_skeleton(text))
+    if items > MAX_ITEMS:
+        raise OverBudget(f"reply items over {MAX_ITEMS}")
+    return items, len(text)
+
+
 def read_reply(text: str) -> Any:
     """JSON text of the kernel -> data, within the budgets: MAX_REPLY characters, MAX_ITEMS values and
     MAX_DEPTH levels, counted on the text (strings blanked, then commas and brackets) before any of it
     is decoded; every step is linear in the text. Raises OverBudget or ReplyError."""
     if not isinstance(text, str):
         raise ReplyError("not a reply")
-    if len(text) > MAX_REPLY:
-        raise OverBudget(f"reply bytes over {MAX_REPLY >> 20} MB")
-    skeleton = _STRING.sub("0", text)
-    if skeleton.count(",") + skeleton.count("[") + skeleton.count("{") > MAX_ITEMS:
+    skeleton = _skeleton(text)
+    if _items(skeleton) > MAX_ITEMS:
         raise OverBudget(f"reply items over {MAX_ITEMS}")
     depth = 0
     for match in _BRACKETS.finditer(skeleton):

@@ -91,11 +91,16 @@ def read_observed(path: str, start: int = 0, end: int | None = None) -> list[tup
     return records
 
 
+PROCESSES_COUNTED = 10  # processes left beyond it are "10 or more": the same on any machine
+
+
 def findings_from(*, observed: list, report: dict, tampered: bool, processes_left: int, active_content: bool,
                   kernel_errors: list, during_checks: list | None = None, own_classes: list | None = None,
                   over_budget: list | None = None) -> dict[str, list]:
     """sandbox_violation, suspicious_code, over_budget and kernel_errors details of one run."""
-    violations, patched = [f"processes left: {processes_left}"] if processes_left > 0 else [], []
+    # a flood's count is where the process limit stopped it, which the kernel's own threads share
+    left = f"{processes_left}" if processes_left < PROCESSES_COUNTED else f"{PROCESSES_COUNTED} or more"
+    violations, patched = [f"processes left: {left}"] if processes_left > 0 else [], []
     events = []
     if isinstance(report, dict) and isinstance(report.get("events"), list):
         events += [(str(e[0]), e[1]) for e in report["events"][:40] if isinstance(e, list) and len(e) == 2]

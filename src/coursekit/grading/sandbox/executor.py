@@ -197,6 +197,7 @@ class SandboxExecute(Execute):
         self._kernel_errors: list[list[str]] = []  # errors of test cells' visible lines in the kernel
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self._over_budget: list[str] = []
+        self._received: list[int] | None = None  # values and characters of the replies since judging began
         self._patched_seen: list[str] = []  # changes seen before a test cell (_keep_patched)
         self._hidden_start = (math.inf, math.inf)  # (sandbox CPU, wall clock) when the hidden checks began
         self._kept: dict[int, int] = {}
@@ -414,6 +415,7 @@ class SandboxExecute(Execute):
         options = {"_SHOW_HIDDEN_INPUTS": self.show_hidden_inputs}
         self._judge_cpu = time.process_time()
         self._judge_memory = _resident()
+        self._received = [0, 0]
         self._hidden_start = (self._cpu(), time.monotonic())
         logged = self.logged_calls() if self._pending else {}
         for cell, snapshot, number in self._pending:
@@ -483,6 +485,22 @@ class SandboxExecute(Execute):
     def _hidden_deadline(self) -> float:
         """When the hidden checks' wall-clock budget (hidden_checks_over) runs out, on time.monotonic()."""
         return self._hidden_start[1] + HIDDEN_CHECKS_WALL_FACTOR * self.timeout
+
+    def _count_received(self, text: object) -> None:
+        """The judge's counted budgets (trusted.JUDGE_VALUES, JUDGE_BYTES), checked on each reply as it
+        arrives and before anything else: which one a student exceeds depends on no clock."""
+        if not isinstance(text, str) or self._received is None:
+            return  # not a reply (the protocol check says so), or no judging yet
+        try:
+            values, characters = trusted.reply_cost(text)
+        except trusted.OverBudget as over:
+            raise self._over(over.message) from None
+        self._received[0] += values
+        self._received[1] += characters
+        if self._received[0] > trusted.JUDGE_VALUES:
+            raise self._over(f"replies over {trusted.JUDGE_VALUES} values in all")
+        if self._received[1] > trusted.JUDGE_BYTES:
+            raise self._over(f"replies over {trusted.JUDGE_BYTES >> 20} MB in all")
 
     def _check_judge_budget(self) -> None:
         if time.process_time() - self._judge_cpu > self.judge_cpu_limit:
@@ -556,6 +574,7 @@ class SandboxExecute(Execute):
             try:
                 content = msg["content"] if msg["msg_type"] == kernel_side.REPLY else {}
                 text = content.get("reply")
+                self._count_received(text)
                 replies.append(trusted.read_reply(text) if read else text)
                 if not read:
                     self._check_judge_budget()
