@@ -27,12 +27,12 @@ def flag_names(row: dict[str, str]) -> set[str]:
     return {f.split("(", 1)[0] for f in row["flags"].split(";") if f}
 
 
-def test_both_runs_finish_with_exit_status_zero(graded_class):
-    assert graded_class.exit_codes == (0, 0)
+def test_grading_finishes_with_exit_status_zero(graded_class):
+    assert graded_class.exit_code == 0
 
 
 def test_every_student_gets_exactly_one_row(graded_class):
-    lines = graded_class.csv_first.strip().split("\n")
+    lines = graded_class.csv.strip().split("\n")
     assert lines[0] == ("student_id,normal,boundary,aggregation,auto_total,manual_total,total,max_score,passed,flags,"
                         "final_total,note")
     assert tuple(lines[0].split(",")) == report_columns(graded_class.course.rubric)
@@ -60,10 +60,6 @@ def test_reference_solution_scores_full_automatic_points(graded_class):
 @pytest.mark.parametrize("kind", ["deleted_asserts", "invalid_json", "unknown_id", "sample_variance"])
 def test_vetoed_unreadable_and_hopeless_submissions_do_not_pass(graded_class, kind):
     assert graded_class.row(kind)["passed"] == "no"
-
-
-def test_a_second_grade_gives_the_same_csv(graded_class):
-    assert graded_class.csv_second == graded_class.csv_first
 
 
 def test_original_submissions_stay_byte_identical(graded_class):
