@@ -65,8 +65,9 @@ def settled_top(page: object, locator: object, limit_s: float = 10.0) -> float:
 
 
 @pytest.mark.parametrize(("branch", "target"), PAGES)
-def test_page_loads_clean_from_localhost_only(branch, target, page_and_log, site_urls, screenshot) -> None:
-    page, log = page_and_log
+def test_page_loads_clean_from_localhost_only(branch, target, first_visit_page_and_log, site_urls,
+                                             screenshot) -> None:
+    page, log = first_visit_page_and_log
     open_page(page, site_urls[branch] + target)
     broken = page.evaluate(
         "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
