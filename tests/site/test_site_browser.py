@@ -208,59 +208,54 @@ def test_search_results_work_with_the_keyboard_and_land_below_the_sticky_bar(pag
 
 
 @pytest.mark.parametrize("viewport", [(390, 844), (1366, 768)], ids=["phone", "laptop"])
-def test_formulas_fit_their_column_and_the_diagram_keeps_legible_text(viewport, browser, site_urls,
+def test_formulas_fit_their_column_and_the_diagram_keeps_legible_text(viewport, page_and_log, site_urls,
                                                                          screenshot) -> None:
-    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-    page = context.new_page()
-    try:
-        open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
-        page.wait_for_selector(".jp-Mermaid svg", timeout=15_000)
-        width = page.evaluate("document.documentElement.clientWidth")
-        assert page.evaluate("document.documentElement.scrollWidth") <= width, "the page scrolls sideways"
-        boxes = page.evaluate("""() => [...document.querySelectorAll('mjx-container[display=true]')].map(m => ({
-            right: m.getBoundingClientRect().right, scroll: m.scrollWidth, client: m.clientWidth,
-            overflow: getComputedStyle(m).overflowX}))""")
-        assert all(b["right"] <= width + 1 and b["overflow"] == "auto" for b in boxes), boxes
-        cut = [b for b in boxes if b["scroll"] > b["client"] + 1]
-        assert len(boxes) >= 2 and not cut, f"display formulas scroll in their box, their ends cut off: {cut}"
-        label = page.locator(".jp-Mermaid svg .nodeLabel, .jp-Mermaid svg text").first
-        size = label.evaluate("e => e.getBoundingClientRect().height / (e.getClientRects().length || 1)")
-        font = label.evaluate("""e => parseFloat(getComputedStyle(e).fontSize)
-            * e.closest('svg').getBoundingClientRect().width / e.closest('svg').viewBox.baseVal.width""")
-        assert font >= 11, f"diagram text is {font:.1f} px (box {size:.1f} px)"
-        screenshot(page, f"exercise-lesson-{viewport[0]}x{viewport[1]}")
-    finally:
-        context.close()
+    page = page_and_log[0]
+    page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+    open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
+    page.wait_for_selector(".jp-Mermaid svg", timeout=15_000)
+    width = page.evaluate("document.documentElement.clientWidth")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, "the page scrolls sideways"
+    boxes = page.evaluate("""() => [...document.querySelectorAll('mjx-container[display=true]')].map(m => ({
+        right: m.getBoundingClientRect().right, scroll: m.scrollWidth, client: m.clientWidth,
+        overflow: getComputedStyle(m).overflowX}))""")
+    assert all(b["right"] <= width + 1 and b["overflow"] == "auto" for b in boxes), boxes
+    cut = [b for b in boxes if b["scroll"] > b["client"] + 1]
+    assert len(boxes) >= 2 and not cut, f"display formulas scroll in their box, their ends cut off: {cut}"
+    label = page.locator(".jp-Mermaid svg .nodeLabel, .jp-Mermaid svg text").first
+    size = label.evaluate("e => e.getBoundingClientRect().height / (e.getClientRects().length || 1)")
+    font = label.evaluate("""e => parseFloat(getComputedStyle(e).fontSize)
+        * e.closest('svg').getBoundingClientRect().width / e.closest('svg').viewBox.baseVal.width""")
+    assert font >= 11, f"diagram text is {font:.1f} px (box {size:.1f} px)"
+    screenshot(page, f"exercise-lesson-{viewport[0]}x{viewport[1]}")
 
 
 @pytest.mark.parametrize("viewport", [(390, 844), (1366, 768), (1280, 900)], ids=["phone", "laptop", "desktop"])
-def test_toolbar_stays_visible_while_editing_and_check_results_come_into_view(viewport, browser, site_urls) -> None:
-    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-    page = context.new_page()
-    try:
-        open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
-        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=90_000)
-        page.wait_for_selector(".cr-editor[data-editor=codemirror] .cm-content", timeout=30_000)
-        last_line = page.locator(".cm-line").last
-        last_line.scroll_into_view_if_needed()
-        last_line.click()
-        page.keyboard.type("  # 编辑中")
-        toolbar = page.locator(".cr-toolbar").bounding_box()
-        assert 0 <= toolbar["y"] and toolbar["y"] + toolbar["height"] <= viewport[1], toolbar
-        at = page.evaluate(
-            """([x, y]) => document.elementFromPoint(x, y).closest('.cr-toolbar') !== null""",
-            [toolbar["x"] + 8, toolbar["y"] + toolbar["height"] / 2])
-        assert at, "something covers the toolbar (the sticky bar?)"
-        page.click("button[data-action=check]")
-        page.wait_for_selector(".cr-summary", timeout=60_000)
-        top = settled_top(page, page.locator(".cr-summary"))
-        assert 0 <= top < viewport[1] - 20, f"the results start below the fold: {top}"
-        # the first reason too (issue 33: at 1280x900 the summary showed, the reasons were below the fold)
-        reason = page.locator(".cr-given-error, .cr-setup-error, .cr-fail .cr-message").first.bounding_box()
-        assert reason["y"] + reason["height"] <= viewport[1], f"the first reason ends below the fold: {reason}"
-        assert page.evaluate("document.activeElement.dataset.action") == "check"
-    finally:
-        context.close()
+def test_toolbar_stays_visible_while_editing_and_check_results_come_into_view(viewport, page_and_log,
+                                                                              site_urls) -> None:
+    page = page_and_log[0]
+    page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+    open_page(page, site_urls["exercise"] + LESSON_PAGE["exercise"])
+    page.wait_for_selector(".cr-widget[data-state=ready]", timeout=90_000)
+    page.wait_for_selector(".cr-editor[data-editor=codemirror] .cm-content", timeout=30_000)
+    last_line = page.locator(".cm-line").last
+    last_line.scroll_into_view_if_needed()
+    last_line.click()
+    page.keyboard.type("  # 编辑中")
+    toolbar = page.locator(".cr-toolbar").bounding_box()
+    assert 0 <= toolbar["y"] and toolbar["y"] + toolbar["height"] <= viewport[1], toolbar
+    at = page.evaluate(
+        """([x, y]) => document.elementFromPoint(x, y).closest('.cr-toolbar') !== null""",
+        [toolbar["x"] + 8, toolbar["y"] + toolbar["height"] / 2])
+    assert at, "something covers the toolbar (the sticky bar?)"
+    page.click("button[data-action=check]")
+    page.wait_for_selector(".cr-summary", timeout=60_000)
+    top = settled_top(page, page.locator(".cr-summary"))
+    assert 0 <= top < viewport[1] - 20, f"the results start below the fold: {top}"
+    # the first reason too (issue 33: at 1280x900 the summary showed, the reasons were below the fold)
+    reason = page.locator(".cr-given-error, .cr-setup-error, .cr-fail .cr-message").first.bounding_box()
+    assert reason["y"] + reason["height"] <= viewport[1], f"the first reason ends below the fold: {reason}"
+    assert page.evaluate("document.activeElement.dataset.action") == "check"
 
 
 def test_keyboard_reaches_the_exercise_at_once_and_formulas_are_no_tab_stops(page_and_log, site_urls) -> None:

@@ -130,12 +130,9 @@ def test_inline_formulas_and_code_stay_in_a_phone_wide_quarto_page(browser, narr
 
 
 @pytest.mark.parametrize(("branch", "target"), PAGES)
-def test_no_preview_page_scrolls_sideways_on_a_phone(branch, target, browser, site_urls) -> None:
-    context = browser.new_context(viewport=PHONE)
-    page = context.new_page()
-    try:
-        open_page(page, site_urls[branch] + target)
-        result = sideways(page)
-        assert result["page"] <= 0 and not result["past"], result
-    finally:
-        context.close()
+def test_no_preview_page_scrolls_sideways_on_a_phone(branch, target, page_and_log, site_urls) -> None:
+    page = page_and_log[0]
+    page.set_viewport_size(PHONE)
+    open_page(page, site_urls[branch] + target)
+    result = sideways(page)
+    assert result["page"] <= 0 and not result["past"], result

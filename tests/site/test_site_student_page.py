@@ -25,9 +25,8 @@ PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1366, "height": 768}
 
 
-def _open_for_axe(browser: object, url: str, viewport: dict) -> tuple[object, object]:
-    context = browser.new_context(viewport=viewport)
-    page = context.new_page()
+def _open_for_axe(page: object, url: str, viewport: dict) -> object:
+    page.set_viewport_size(viewport)
     open_page(page, url)  # every formula typeset and every diagram drawn
     if page.locator(".cr-widget").count():  # the runner's CodeMirror editor, built once Python has started
         page.wait_for_selector(".cr-editor[data-editor=codemirror] .cm-content", timeout=90_000)
@@ -35,24 +34,18 @@ def _open_for_axe(browser: object, url: str, viewport: dict) -> tuple[object, ob
         page.wait_for_function(SCROLL_BOXES_MARKED, polling=100, timeout=10_000)
     except PlaywrightTimeout:
         pass  # axe-core then names the box that is no tab stop
-    return context, page
+    return page
 
 
 @pytest.mark.parametrize(("branch", "target"), PAGES)
-def test_axe_finds_nothing_serious_on_a_phone(branch, target, browser, site_urls, axe_violations) -> None:
-    context, page = _open_for_axe(browser, site_urls[branch] + target, PHONE)
-    try:
-        assert axe_violations(page) == [], f"{branch} {target}"
-    finally:
-        context.close()
+def test_axe_finds_nothing_serious_on_a_phone(branch, target, page_and_log, site_urls, axe_violations) -> None:
+    page = _open_for_axe(page_and_log[0], site_urls[branch] + target, PHONE)
+    assert axe_violations(page) == [], f"{branch} {target}"
 
 
-def test_axe_finds_nothing_serious_on_the_exercise_page_on_a_laptop(browser, site_urls, axe_violations) -> None:
-    context, page = _open_for_axe(browser, site_urls["exercise"] + LESSON_PAGE["exercise"], LAPTOP)
-    try:
-        assert axe_violations(page) == []
-    finally:
-        context.close()
+def test_axe_finds_nothing_serious_on_the_exercise_page_on_a_laptop(page_and_log, site_urls, axe_violations) -> None:
+    page = _open_for_axe(page_and_log[0], site_urls["exercise"] + LESSON_PAGE["exercise"], LAPTOP)
+    assert axe_violations(page) == []
 
 
 @pytest.mark.parametrize("branch", ["exercise", "solution"])
@@ -80,14 +73,11 @@ def test_search_marks_exactly_the_words_found_even_after_the_leading_ellipsis(qu
         assert "$" not in s["text"] and "\\" not in s["text"], s  # no raw TeX
 
 
-def test_search_results_fit_a_390px_phone(browser, site_urls) -> None:
-    context = browser.new_context(viewport=PHONE)
-    page = context.new_page()
-    try:
-        page.goto(site_urls["exercise"] + LESSON_PAGE["exercise"])
-        assert search(page, "优势")
-        box = page.locator("#course-search-results").bounding_box()
-        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
-        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-    finally:
-        context.close()
+def test_search_results_fit_a_390px_phone(page_and_log, site_urls) -> None:
+    page = page_and_log[0]
+    page.set_viewport_size(PHONE)
+    page.goto(site_urls["exercise"] + LESSON_PAGE["exercise"])
+    assert search(page, "优势")
+    box = page.locator("#course-search-results").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
