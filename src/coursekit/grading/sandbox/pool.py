@@ -145,8 +145,9 @@ class LocalWorkers:
             self._own_tracker = True  # spawning starts multiprocessing's resource tracker: ours to stop
         mine, theirs = context.Pipe()
         root = SandboxRoot()
-        zygote = self.zygote if method == "fork" else None  # a spawned worker cannot borrow its pipes
-        process = context.Process(target=_serve, args=(theirs, self.config, root.path, zygote), daemon=True)
+        # a forked worker borrows the shared zygote; a spawned one cannot have its pipes, and starts its own
+        shared = (self.zygote,) if method == "fork" and self.zygote is not None else ()
+        process = context.Process(target=_serve, args=(theirs, self.config, root.path, *shared), daemon=True)
         process.start()
         theirs.close()
         self._roots[id(mine)] = root
