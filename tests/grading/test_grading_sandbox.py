@@ -161,6 +161,49 @@ def test_the_zygote_joins_only_the_sandbox_it_is_named(tmp_path):
         zygote.close()
 
 
+def test_one_shared_zygote_serves_its_owner_and_the_processes_forked_from_it(tmp_path):
+    """`coursekit grade`'s one zygote (KernelZygote(shared=True)): its probe starts it, the grading workers
+    forked afterwards borrow it, two at once included (their requests serialised), and never close it; a
+    borrower whose shared zygote is gone starts one of its own for its next kernels."""
+    zygote = sandbox.KernelZygote(shared=True)
+
+    def in_a_borrower(check) -> int:
+        pid = sandbox.os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = 0 if check() else 2
+            finally:
+                sandbox.os._exit(code)
+        return pid
+
+    def borrows() -> bool:
+        started = sandbox.unavailable_reason(tmp_path, zygote=zygote) is None
+        zygote.close()  # a borrower's close leaves the shared zygote running
+        return started and zygote._own is None
+
+    def starts_its_own() -> bool:
+        failed = sandbox.unavailable_reason(tmp_path, zygote=zygote) is not None  # the shared one is gone
+        started = sandbox.unavailable_reason(tmp_path, zygote=zygote) is None
+        own = zygote._own
+        zygote.close()
+        return failed and started and own is not None and own.process is None
+
+    try:
+        assert sandbox.unavailable_reason(tmp_path, zygote=zygote) is None  # the owner's probe starts it
+        shared = zygote.process
+        borrowers = [in_a_borrower(borrows) for _ in range(2)]
+        assert [sandbox.os.waitstatus_to_exitcode(sandbox.os.waitpid(pid, 0)[1]) for pid in borrowers] == [0, 0]
+        assert zygote.process is shared and shared.poll() is None
+        shared.kill()
+        shared.wait()
+        late = in_a_borrower(starts_its_own)
+        assert sandbox.os.waitstatus_to_exitcode(sandbox.os.waitpid(late, 0)[1]) == 0
+    finally:
+        zygote.close()
+    assert zygote.process is None
+
+
 def test_bwrap_is_missing_stops_grading_before_anyone_is_graded(released_course, tmp_path, monkeypatch, capsys):
     course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
     folder = tmp_path / "lms"

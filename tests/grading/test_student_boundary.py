@@ -155,7 +155,7 @@ def bounded_class(released_course, tmp_path_factory, request):
         """The first workers (forked) read through _Pipe; those the pool spawns after a loss are real."""
         if method != "fork":
             return start(self, method)
-        pool._serve = lambda conn, config, folder: serve(_Pipe(conn), config, folder)
+        pool._serve = lambda conn, *args: serve(_Pipe(conn), *args)
         try:
             return start(self, method)
         finally:

@@ -51,7 +51,7 @@ from coursekit.grading.judge import flags as F
 from coursekit.grading.records.feedback import FeedbackWriter
 from coursekit.grading.records.record import Recorder, write_feedback
 from coursekit.grading.records.report import WRITER_MODULES, summary_line, write_rows
-from coursekit.grading.sandbox.bubblewrap import unavailable_reason
+from coursekit.grading.sandbox.bubblewrap import KernelZygote, unavailable_reason
 from coursekit.grading.sandbox.execute import task_json
 from coursekit.grading.sandbox.pool import DaskWorkers, LocalWorkers
 
@@ -109,8 +109,19 @@ class Interrupted(Exception):
 def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None = None,
           scheduler: str | None = None, regrade: bool = False, sandbox: bool = True) -> list:
     """Run every step; return the report rows."""
+    # one kernel zygote for the run: the sandbox's probe starts it, the local workers borrow it
+    zygote = KernelZygote(shared=True) if sandbox and scheduler is None else None
+    try:
+        return _grade(course, submissions, jobs, timeout, scheduler, regrade, sandbox, zygote)
+    finally:
+        if zygote is not None:
+            zygote.close()  # closed already unless grading stopped before the workers had ended
+
+
+def _grade(course: Course, submissions: Path, jobs: int, timeout: int | None, scheduler: str | None,
+           regrade: bool, sandbox: bool, zygote: KernelZygote | None) -> list:
     if sandbox:
-        check_sandbox(course)
+        check_sandbox(course, zygote)
     try:
         ensure_released(course)
     except KeyboardInterrupt:
@@ -128,7 +139,7 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
     since = regrade_pass(course, recorder.journal.lines, regrade)
     pool = bar = None
     try:
-        pool = make_pool(scheduler, jobs, recorder.worker_config())
+        pool = make_pool(scheduler, jobs, recorder.worker_config(), zygote)
         preparing = prepare_while_grading(WRITER_MODULES, recorder.feedback)
         bar = tqdm(total=len(students), desc="grade", unit="nb", file=sys.stderr)
         for student_id, executed, failure in pool.map(tasks(recorder, students, entries, running, since, bar)):
@@ -146,6 +157,8 @@ def grade(course: Course, submissions: Path, jobs: int = 2, timeout: int | None 
             bar.close()
         if pool is not None:
             pool.close()
+        if zygote is not None:
+            zygote.close()  # the workers have ended; the feedback processes forked below do not hold it
         recorder.close()
     # the report imports what the thread may be importing (a module it half imported, seen in sys.modules,
     # breaks matplotlib), and the feedback processes are forked: no thread of ours is left running
@@ -189,17 +202,19 @@ def prepare_while_grading(modules: tuple[str, ...], feedback: FeedbackWriter) ->
     return thread
 
 
-def check_sandbox(course: Course) -> None:
-    """Stop before grading anyone when no sandbox can start here, with the reason and the fix."""
-    reason = unavailable_reason(course.root)
+def check_sandbox(course: Course, zygote: KernelZygote | None = None) -> None:
+    """Stop before grading anyone when no sandbox can start here, with the reason and the fix; the
+    probe's kernel comes from `zygote` when given (which that starts, for the workers)."""
+    reason = unavailable_reason(course.root, zygote=zygote)
     if reason:
         raise CourseError(f"cannot grade safely: {reason}")
 
 
-def make_pool(scheduler: str | None, jobs: int, config: Config):
-    """Local worker processes, or the Dask cluster at `scheduler` (Dask is imported only then)."""
+def make_pool(scheduler: str | None, jobs: int, config: Config, zygote: KernelZygote | None = None):
+    """Local worker processes (forking their kernels with `zygote` when given), or the Dask cluster at
+    `scheduler` (Dask is imported only then)."""
     if scheduler is None:
-        return LocalWorkers(jobs, config)
+        return LocalWorkers(jobs, config, zygote)
     return DaskWorkers(scheduler, config)
 
 

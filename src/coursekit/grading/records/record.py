@@ -32,8 +32,20 @@ from types import ModuleType
 
 import jsonschema
 import nbformat
+import sqlalchemy
 from nbformat.notebooknode import NotebookNode
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import (
+    Assignment,
+    BaseCell,
+    Comment,
+    Grade,
+    Gradebook,
+    MissingEntry,
+    Notebook,
+    Student,
+    SubmittedAssignment,
+    SubmittedNotebook,
+)
 from nbgrader.converters import Autograde
 from nbgrader.nbgraderformat import MetadataValidator, SchemaTooNewError, SchemaTooOldError
 from nbgrader.nbgraderformat.common import BaseMetadataValidator
@@ -65,6 +77,7 @@ class Recorder:
         self.opening_gradebooks = modules_opening_gradebooks(
             [type(step) for step in self.sanitize_steps + self.record_steps] + self.feedback.steps)
         self.journal = Journal(course.ingest_dir / "graded.jsonl")
+        self.release = ReleaseCells()  # the release's cells, looked up once for the class (sanitize)
         self.defer_feedback = False  # True: record() leaves the feedback page to write_feedback
         self.feedback_due: list[str] = []  # students recorded with their page still to write
         self.fingerprint = hashlib.sha256(course.release_notebook.read_bytes()
@@ -119,7 +132,7 @@ class Recorder:
         """The submitted notebook as nbgrader's autograde would run it (test cells from the gradebook)."""
         nb = nbformat.read(self.course.submitted_notebook(student_id), as_version=4)
         resources = self._resources(student_id)
-        with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks):
+        with lent_to_nbgrader_steps(self.gb, self.course.db_url, self.opening_gradebooks, self.release):
             for step in self.sanitize_steps:
                 nb, resources = step(nb, resources)
         return nb
@@ -238,11 +251,16 @@ def write_feedback(course: Course, pages: list[tuple[str, tuple[str, ...], float
     return sorted(failed)
 
 
+MAX_VALID_KEPT = 10_000  # distinct valid cell metadata remembered (_SchemaBuiltOnce)
+
+
 class _SchemaBuiltOnce(BaseMetadataValidator):
     """nbgrader's per-cell check with the schema's validator built once: jsonschema.validate, which
-    nbgrader calls for every cell, first validates the schema itself and builds a new validator."""
+    nbgrader calls for every cell, first validates the schema itself and builds a new validator; and
+    each distinct cell metadata validated once (the submissions repeat the release's)."""
 
     _validators: dict[int, jsonschema.protocols.Validator] = {}
+    _valid: set[str] = set()  # nbgrader metadata (with its schema version, as JSON text) found valid
 
     def validate_cell(self, cell: NotebookNode) -> None:
         if "nbgrader" not in cell.metadata:
@@ -254,11 +272,19 @@ class _SchemaBuiltOnce(BaseMetadataValidator):
         if version > self.schema_version:
             raise SchemaTooNewError(f"Schema version is too new: {version} (expected {self.schema_version})",
                                     version, self.schema_version)
+        try:  # the same metadata as a cell validated before (every submission's cells repeat the release's)
+            text = json.dumps([self.schema_version, cell.metadata["nbgrader"]], sort_keys=True)
+        except (TypeError, ValueError):
+            text = None
+        if text is not None and text in self._valid:
+            return
         validator = self._validators.get(self.schema_version)
         if validator is None:
             validator = jsonschema.validators.validator_for(self.schema)(self.schema)
             self._validators[self.schema_version] = validator
         validator.validate(cell.metadata["nbgrader"])
+        if text is not None and len(self._valid) < MAX_VALID_KEPT:
+            self._valid.add(text)
 
 
 class _MetadataValidator(MetadataValidator, _SchemaBuiltOnce):
@@ -279,12 +305,81 @@ class WarmCheckCellMetadata(CheckCellMetadata):
         return nb, resources
 
 
+class ReleaseCells:
+    """The release's source and graded cells as nbgrader's sanitize steps look them up (OverwriteCells:
+    about 30 lookups per notebook, each a query of three joined tables), read from the gradebook once
+    per grading run and kept as read-only copies of their columns. The release does not change while
+    a class is graded (it is released before the recorder opens the gradebook); a name the gradebook
+    does not have raises MissingEntry, as nbgrader's lookup does, every time."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str, str, str], ReleaseRow | str] = {}
+
+    def find(self, kind: str, lookup: Callable, name: str, notebook: str, assignment: str) -> ReleaseRow:
+        key = (kind, name, notebook, assignment)
+        if key not in self._found:
+            try:
+                self._found[key] = ReleaseRow(lookup(name, notebook, assignment))
+            except MissingEntry as missing:
+                self._found[key] = str(missing)
+        found = self._found[key]
+        if isinstance(found, str):
+            raise MissingEntry(found)
+        return found
+
+
+class ReleaseRow:
+    """A read-only copy of the columns of one gradebook row (its relationships are not copied)."""
+
+    def __init__(self, row: object) -> None:
+        columns = {column.key: getattr(row, column.key) for column in sqlalchemy.inspect(row).mapper.column_attrs}
+        object.__setattr__(self, "_columns", columns)
+
+    def __getattr__(self, name: str):
+        try:
+            return self._columns[name]
+        except KeyError:
+            raise AttributeError(f"{name!r}: not a column of the release row") from None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("a release row is read-only")
+
+
+# The cells a student's grades and comments can belong to, in the order nbgrader's find_grade and
+# find_comment look for them by name: a grade cell first, else a task cell (comments: solution, task).
+_GRADE_CELLS, _COMMENT_CELLS = ("GradeCell", "TaskCell"), ("SolutionCell", "TaskCell")
+
+
+def _submission_rows(db, model: type, notebook: str, assignment: str, student: str) -> dict[tuple[str, str], list]:
+    """Every `model` row (Grade or Comment) of one student's submitted notebook in one query, by (cell
+    name, cell type): what nbgrader's find_grade / find_comment query once per cell."""
+    rows = db.query(model, BaseCell.name, BaseCell.type)\
+        .join(BaseCell, BaseCell.id == model.cell_id)\
+        .join(SubmittedNotebook, SubmittedNotebook.id == model.notebook_id)\
+        .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)\
+        .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)\
+        .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)\
+        .join(Student, Student.id == SubmittedAssignment.student_id)\
+        .filter(Notebook.name == notebook, Assignment.name == assignment, Student.id == student)
+    found: dict[tuple[str, str], list] = {}
+    for row, name, kind in rows:
+        found.setdefault((name, kind), []).append(row)
+    return found
+
+
 class _LentGradebook:
     """The recorder's open gradebook where an nbgrader step opens its own: the step's `with` block
-    leaves it open, and a step that fails leaves its transaction rolled back, as closing would."""
+    leaves it open, and a step that fails leaves its transaction rolled back, as closing would.
 
-    def __init__(self, gradebook: Gradebook):
+    Its lookups of one student's grades and comments (SaveAutoGrades, GetGrades: one query per cell)
+    are answered from one query of all of them (the rows themselves, which the step may change), and,
+    given `release`, the release's cells from that run-long copy. A name found there other than once
+    goes to nbgrader's own lookup, which then raises what it raises."""
+
+    def __init__(self, gradebook: Gradebook, release: ReleaseCells | None = None):
         self._gradebook = gradebook
+        self._release = release
+        self._submitted: dict[tuple, dict[tuple[str, str], list]] = {}
 
     def __getattr__(self, name: str):
         return getattr(self._gradebook, name)
@@ -295,6 +390,37 @@ class _LentGradebook:
     def __exit__(self, exc_type, exc, traceback) -> None:
         if exc_type is not None:
             self._gradebook.db.rollback()
+
+    def find_source_cell(self, name: str, notebook: str, assignment: str):
+        if self._release is None:
+            return self._gradebook.find_source_cell(name, notebook, assignment)
+        return self._release.find("source", self._gradebook.find_source_cell, name, notebook, assignment)
+
+    def find_graded_cell(self, name: str, notebook: str, assignment: str):
+        if self._release is None:
+            return self._gradebook.find_graded_cell(name, notebook, assignment)
+        return self._release.find("graded", self._gradebook.find_graded_cell, name, notebook, assignment)
+
+    def find_grade(self, grade_cell: str, notebook: str, assignment: str, student: str) -> Grade:
+        return self._of_submission(Grade, _GRADE_CELLS, self._gradebook.find_grade, grade_cell, notebook,
+                                   assignment, student)
+
+    def find_comment(self, solution_cell: str, notebook: str, assignment: str, student: str) -> Comment:
+        return self._of_submission(Comment, _COMMENT_CELLS, self._gradebook.find_comment, solution_cell, notebook,
+                                   assignment, student)
+
+    def _of_submission(self, model: type, kinds: tuple[str, str], lookup: Callable, name: str, notebook: str,
+                       assignment: str, student: str):
+        key = (model, notebook, assignment, student)
+        if key not in self._submitted:
+            self._submitted[key] = _submission_rows(self._gradebook.db, model, notebook, assignment, student)
+        for kind in kinds:
+            found = self._submitted[key].get((name, kind), [])
+            if len(found) == 1:
+                return found[0]
+            if found:
+                break
+        return lookup(name, notebook, assignment, student)
 
 
 def modules_opening_gradebooks(steps: list[type]) -> list[ModuleType]:
@@ -310,15 +436,17 @@ def modules_opening_gradebooks(steps: list[type]) -> list[ModuleType]:
 
 
 @contextmanager
-def lent_to_nbgrader_steps(gradebook: Gradebook, url: str, modules: list[ModuleType]) -> Iterator[None]:
+def lent_to_nbgrader_steps(gradebook: Gradebook, url: str, modules: list[ModuleType],
+                           release: ReleaseCells | None = None) -> Iterator[None]:
     """While the block runs, the nbgrader steps of `modules` that open `Gradebook(db_url)` per notebook
     (OverwriteCells, OverwriteKernelspec, SaveAutoGrades, LateSubmissionPenalty, GetGrades) get this
     open one instead of a new engine, a schema check and a cold statement cache each: about 0.1
     CPU-s per notebook. Only for `url`, the one the gradebook was opened with; no other thread runs
-    nbgrader's steps, so none sees the swap."""
+    nbgrader's steps, so none sees the swap. With `release`, the release's cells come from it
+    (ReleaseCells)."""
 
     def opened(db_url: str, *args, **kwargs):
-        return _LentGradebook(gradebook) if db_url == url else Gradebook(db_url, *args, **kwargs)
+        return _LentGradebook(gradebook, release) if db_url == url else Gradebook(db_url, *args, **kwargs)
 
     before = [module.Gradebook for module in modules]  # the lender's, when nested
     for module in modules:

@@ -28,9 +28,11 @@ import ctypes
 import fcntl
 import itertools
 import json
+import multiprocessing
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -320,43 +322,76 @@ class KernelZygote:
     """A process with the kernel's libraries imported that forks every sandboxed kernel.
 
     Importing ipykernel and IPython is most of a kernel's start-up CPU; the zygote does it once
-    (per grading worker) and forks a kernel per sandbox into that sandbox's namespaces, where the
+    (per grading run, or per worker) and forks a kernel per sandbox into that sandbox's namespaces, where the
     kernel drops every privilege before any student code exists (kernel_side._zygote, _enter). No
     kernel is ever reused: each is a fresh fork that serves one submission. The zygote itself runs
-    outside the sandboxes and runs no student code."""
+    outside the sandboxes and runs no student code.
 
-    def __init__(self) -> None:
+    `shared=True`: one zygote for a whole grading run, owned by the process that makes it (`coursekit
+    grade`: its probe of the sandbox starts it, then it forks the grading workers, which borrow it),
+    so the libraries are imported once for the class rather than once per worker.
+    Its requests are then serialised across processes (a lock made before the fork); a borrower never
+    restarts or closes it: when it does not answer, the borrower ends it (a late answer must never be
+    taken for the next request's, of any process) and starts a zygote of its own for its next kernels."""
+
+    def __init__(self, shared: bool = False) -> None:
         self.process: subprocess.Popen | None = None
-        self._lock = threading.Lock()
+        self._owner = os.getpid()
+        self._lock = multiprocessing.get_context("fork").Lock() if shared else threading.Lock()
+        self._own: KernelZygote | None = None  # a borrower's, once the shared one failed it
+
+    @staticmethod
+    def _launch() -> subprocess.Popen:
+        return subprocess.Popen(kernel_side_command({"role": "zygote"}), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=sandbox_env(), cwd="/")
 
     def start_kernel(self, init: int, pid_namespace: str, config: dict, argv: list[str], observed: str,
                      timeout: float = 60, cgroup: str | None = None) -> None:
         """Fork a kernel into the sandbox whose init has host pid `init`; raise when it did not start.
         What its supervisor sees is appended to the file `observed` (it must exist); the kernel joins
         the memory cgroup whose cgroup.procs is `cgroup` before anything else (SandboxMemory)."""
+        if self._own is not None:
+            return self._own.start_kernel(init, pid_namespace, config, argv, observed, timeout, cgroup)
         request = json.dumps({"init": init, "pid_namespace": pid_namespace, "config": config,
                               "argv": argv, "cwd": HOME, "observed": observed, "cgroup": cgroup}) + "\n"
-        with self._lock:
-            if self.process is None or self.process.poll() is not None:
-                self.process = subprocess.Popen(kernel_side_command({"role": "zygote"}), stdin=subprocess.PIPE,
-                                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                                env=sandbox_env(), cwd="/")
-            try:
-                self.process.stdin.write(request.encode())
-                self.process.stdin.flush()
-            except OSError:
-                pass  # it died: the answer below says so
-            ready, _, _ = select.select([self.process.stdout], [], [], timeout)
-            answer = self.process.stdout.readline().decode(errors="replace").strip() if ready else ""
-            if not answer:  # dead or stuck: a late answer must never be taken for the next request's
-                self.process.kill()
-                self.process.wait()
-                self.process = None
+        borrowed = os.getpid() != self._owner
+        answer = ""
+        # a borrower that died while it held the lock (killed by the pool's watchdog) holds it for ever:
+        # the others wait `timeout` once, then use zygotes of their own
+        if not self._lock.acquire(timeout=timeout):
+            self._own = KernelZygote()
+            raise RuntimeError("the grading sandbox did not start its kernel (the shared zygote was held)")
+        try:
+            if not borrowed and (self.process is None or self.process.poll() is not None):
+                self.process = self._launch()
+            if self.process is not None:
+                try:
+                    self.process.stdin.write(request.encode())
+                    self.process.stdin.flush()
+                except OSError:
+                    pass  # it died: the answer below says so
+                ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+                answer = self.process.stdout.readline().decode(errors="replace").strip() if ready else ""
+            if not answer and self.process is not None:  # dead or stuck: a late answer must never be taken
+                with contextlib.suppress(OSError):      # for the next request's
+                    os.kill(self.process.pid, signal.SIGKILL)  # (Popen.kill: the owner's child only)
+                if borrowed:
+                    self._own = KernelZygote()  # this process's next kernels
+                else:
+                    self.process.wait()
+                    self.process = None
+        finally:
+            self._lock.release()
         if answer != "ok":
             raise RuntimeError(f"the grading sandbox did not start its kernel ({answer or 'no answer'})")
 
     def close(self) -> None:
-        """End the zygote once its kernels have ended (their CPU time is then counted with ours)."""
+        """End the zygote once its kernels have ended (their CPU time is then counted with ours); a
+        borrower ends only the zygote of its own, if it has one."""
+        if self._own is not None:
+            self._own.close()
+        if os.getpid() != self._owner:
+            return
         with self._lock:
             process, self.process = self.process, None
         if process is None:
@@ -370,15 +405,20 @@ class KernelZygote:
         process.stdout.close()
 
     def kill(self) -> None:
-        """SIGKILL the zygote (from a signal handler); its waiting children end with their sandboxes."""
+        """SIGKILL the zygote (from a signal handler); its waiting children end with their sandboxes.
+        A borrower kills only the zygote of its own."""
+        if self._own is not None:
+            self._own.kill()
         process = self.process
-        if process is not None:
+        if process is not None and os.getpid() == self._owner:
             with contextlib.suppress(OSError):
                 process.kill()
 
 
-def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str | None:
-    """Why no grading sandbox can start here (one line with the fix), or None when it can."""
+def unavailable_reason(course_root: Path, limits: Limits | None = None,
+                       zygote: KernelZygote | None = None) -> str | None:
+    """Why no grading sandbox can start here (one line with the fix), or None when it can. The probe's
+    kernel comes from `zygote` when given (left running), else from a zygote of its own."""
     if not sys.platform.startswith("linux"):
         return f"the grading sandbox needs Linux namespaces (bubblewrap); this is {sys.platform}: {FIX}"
     if shutil.which("bwrap") is None:
@@ -391,7 +431,8 @@ def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str |
         return (f"{course_root}: the course folder is inside {inside[0]}, which the sandbox must show to "
                 "the kernel; keep the course outside the Python environment")
     limits = limits or Limits()
-    zygote = KernelZygote()
+    own = zygote is None
+    zygote = KernelZygote() if own else zygote
     with tempfile.TemporaryDirectory(prefix="ck-probe-") as socket_dir:
         uid = sandbox_uid()
         os.chmod(socket_dir, 0o711)
@@ -416,7 +457,8 @@ def unavailable_reason(course_root: Path, limits: Limits | None = None) -> str |
             stderr = process.communicate()[1].strip().splitlines()
             return f"the grading sandbox did not start ({(stderr or [str(exc)])[-1].strip()[:200]}): {FIX}"
         finally:
-            zygote.close()
+            if own:
+                zygote.close()
     return None
 
 

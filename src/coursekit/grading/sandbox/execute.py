@@ -54,9 +54,11 @@ class Runner:
 
     Everything its sandboxes put on disk goes into `folder`: the root the pool made for this worker
     (and removes whole when the worker is gone), or else a SandboxRoot of the runner's own, removed by
-    close() (or when the runner is collected, or when its process exits: a Dask worker's runner)."""
+    close() (or when the runner is collected, or when its process exits: a Dask worker's runner).
+    Its kernels are forked by `zygote`, a shared one (KernelZygote(shared=True)) that the runner
+    borrows, or else by a zygote of its own."""
 
-    def __init__(self, config: Config, folder: str | None = None):
+    def __init__(self, config: Config, folder: str | None = None, zygote: KernelZygote | None = None):
         self.config = config
         self._root = SandboxRoot() if folder is None else None
         self.folder = folder if self._root is None else self._root.path
@@ -67,7 +69,7 @@ class Runner:
             raise ValueError("the autograde pipeline must start with SandboxExecute")
         self.after = [step(config=config) for step in steps[1:]]
         become_subreaper()  # a killed sandbox's processes come to this worker, which reaps them at once
-        self.zygote = KernelZygote()
+        self.zygote = zygote or KernelZygote()  # the grading run's shared one (borrowed), or its own
         self.spare: _Kernel | None = None
         self.current: _Kernel | None = None
 

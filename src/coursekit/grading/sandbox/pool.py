@@ -35,7 +35,7 @@ from traitlets.config import Config
 from coursekit.errors import CourseError
 from coursekit.grading.boundary import StudentStep, reason
 from coursekit.grading.judge.trusted import OverBudget
-from coursekit.grading.sandbox.bubblewrap import SandboxRoot, remove_stale_roots
+from coursekit.grading.sandbox.bubblewrap import KernelZygote, SandboxRoot, remove_stale_roots
 
 Task = tuple[str, str]
 Result = tuple[str, str | None, str | None]
@@ -61,13 +61,14 @@ def _failure(exc: BaseException) -> str:
     return reason(exc)
 
 
-def _serve(conn: Connection, config: Config, folder: str) -> None:
+def _serve(conn: Connection, config: Config, folder: str, zygote: KernelZygote | None = None) -> None:
     """A local worker: run the tasks sent over conn until None or the pipe closes, its sandboxes' files
-    in `folder` (the parent's, which removes it)."""
+    in `folder` (the parent's, which removes it), its kernels forked by the parent's shared `zygote`
+    (forked workers only) or by one of its own."""
     from coursekit.grading.sandbox.execute import Runner
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for `coursekit grade`, which then stops us
-    runner = Runner(config, folder)
+    runner = Runner(config, folder, zygote)
 
     def stop(signum, frame):
         runner.kill()  # no kernel outlives its worker
@@ -117,10 +118,11 @@ class LocalWorkers:
     notebook to a busy worker, which waits until that worker reads it; recording a result), a worker
     whose oldest student has run past `wall_limit` is ended, and the loop then finds its pipe closed."""
 
-    def __init__(self, jobs: int, config: Config):
+    def __init__(self, jobs: int, config: Config, zygote: KernelZygote | None = None):
         import coursekit.grading.sandbox.execute  # noqa: F401 (loaded once here, inherited by every worker)
 
         self.config = config
+        self.zygote = zygote  # shared by the forked workers (a spawned one starts its own); its owner closes it
         self.wall_limit = student_wall_limit(config)
         self.workers = []
         self.backlog: collections.deque = collections.deque()  # tasks of a lost worker, sent before new ones
@@ -143,7 +145,9 @@ class LocalWorkers:
             self._own_tracker = True  # spawning starts multiprocessing's resource tracker: ours to stop
         mine, theirs = context.Pipe()
         root = SandboxRoot()
-        process = context.Process(target=_serve, args=(theirs, self.config, root.path), daemon=True)
+        # a forked worker borrows the shared zygote; a spawned one cannot have its pipes, and starts its own
+        shared = (self.zygote,) if method == "fork" and self.zygote is not None else ()
+        process = context.Process(target=_serve, args=(theirs, self.config, root.path, *shared), daemon=True)
         process.start()
         theirs.close()
         self._roots[id(mine)] = root
