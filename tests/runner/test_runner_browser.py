@@ -674,6 +674,28 @@ def test_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pythons_sta
         page.close()
 
 
+def test_scroll_boxes_are_marked_once_python_has_started(fresh_context, pages) -> None:
+    """On a phone the real preview page has a box that scrolls; site.js makes it a tab stop (axe-core's
+    scrollable-region-focusable) once the runner's Python has started, not while it starts (reading every
+    box's style and size forced the page's style and layout again after each change; issue 33). Stands in
+    for the CPU left to Pyodide: with the wasm held back, nothing is marked after the page has loaded."""
+    held: list[object] = []
+    fresh_context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
+    page = fresh_context.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        page.goto(pages["real"], wait_until="load")
+        page.wait_for_selector(".cr-widget")
+        assert held, "the worker did not request pyodide.asm.wasm"
+        assert page.get_attribute(".cr-widget", "data-state") == "loading"
+        assert page.locator("[data-course-scroll-stop]").count() == 0, "marked while Python starts"
+    finally:
+        for route in held:
+            route.continue_()
+    page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
+    page.wait_for_selector("main [data-course-scroll-stop][tabindex='0']", state="attached", timeout=30_000)
+
+
 # ---------------------------------------------------------------- start-up snapshot
 
 # Prepended to runner-worker.js: each use of Cache Storage first requests /__cache-lookup (seen by the test).
