@@ -187,8 +187,9 @@ function snapshotKey(indexURL) {
 // Pyodide's loader ({loadPyodide, version}) and the stored snapshot for that version (bytes, or null),
 // looked up while pyodide.mjs is fetched.
 async function pyodideAndSnapshot(indexURL) {
+  const loading = import(new URL("pyodide.mjs", indexURL).href);
   const lookup = storedSnapshot(indexURL);
-  const pyodideModule = await import(new URL("pyodide.mjs", indexURL).href);
+  const pyodideModule = await loading;
   const stored = await lookup;
   try {
     const current = stored && stored.headers.get(SNAPSHOT_VERSION) === pyodideModule.version;
