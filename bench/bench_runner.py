@@ -28,7 +28,8 @@ both renderings, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
 
 --first-only measures only the first Check (quicker rounds); --variants adds, first Check only, each page
 with one piece of its start-up work taken out or changed (VARIANTS: no MathJax, MathJax typesetting every
-formula at once, no site.js, no head boot): what the first Check loses to each.
+formula at once, MathJax loaded but no formula typeset before Python has started, no site.js, no head boot):
+what the first Check loses to each.
 """
 
 from __future__ import annotations
@@ -212,12 +213,16 @@ SITE_JS = re.compile(r'<script[^>]*src="[^"]*assets/site/site\.js"[^>]*></script
 HEAD_BOOT = re.compile(r"<script>\(\(\) => \{ /\* the runner's worker, started before runner\.js.*?</script>", re.S)
 # quarto-head.html's typesetting order: every formula at once, as on a page without the runner (no yield to Python)
 ALL_AT_ONCE = re.compile(re.escape('if (html.dataset.courseRunnerStarting !== "true" ||'))
+# quarto-head.html's formulas near the screen, typeset as soon as MathJax has loaded: left with the others instead
+NEAR_AT_ONCE = re.compile(re.escape("return typeset(now);"))
 VARIANTS = {
     "preview, no MathJax": ("preview", [(MATHJAX_SCRIPT, "")]),
     "preview, MathJax all at once": ("preview", [(ALL_AT_ONCE, "if (true ||")]),
     "preview, no site.js (search, Mermaid, scroll boxes)": ("preview", [(SITE_JS, "")]),
     "preview, no head boot": ("preview", [(HEAD_BOOT, "")]),
     "quarto, no MathJax": ("quarto", [(MATHJAX_SCRIPT, "")]),
+    "preview, nothing typeset before Python": ("preview", [(NEAR_AT_ONCE, "return left = now.concat(left), queue;")]),
+    "quarto, nothing typeset before Python": ("quarto", [(NEAR_AT_ONCE, "return left = now.concat(left), queue;")]),
     "quarto, MathJax all at once": ("quarto", [(ALL_AT_ONCE, "if (true ||")]),
 }
 

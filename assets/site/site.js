@@ -56,7 +56,8 @@
 
   // A box in the page that scrolls (a wide diagram, formula, code or table on a phone) is a tab stop while it scrolls,
   // so the keyboard can reach and scroll it (axe-core rule scrollable-region-focusable). Checked at
-  // load, on resize, and when the page's content changes (formulas typeset, a diagram drawn).
+  // load (on the exercise page once the runner's Python has started: afterPythonStarts), on resize, and
+  // when the page's content changes (formulas typeset, a diagram drawn).
   function markScrollBoxes() {
     document.querySelectorAll("main *").forEach(function (box) {
       if (box.closest(".cr-widget")) return; // the runner's code editor is a tab stop of its own
@@ -73,6 +74,18 @@
         delete box.dataset.courseScrollStop;
       }
     });
+  }
+
+  // On the exercise page, once the runner's Python has started (<html data-course-runner-starting="true"> until
+  // then, set by runner.js, then the event "course-runner-started"): reading every box's style and size forces
+  // the page's style and layout again after each change (the runner's widget, formulas typeset), CPU that
+  // Pyodide's start on a 2-core machine competes for (issue 33). Other pages at once.
+  function afterPythonStarts(run) {
+    if (document.documentElement.dataset.courseRunnerStarting === "true") {
+      document.addEventListener("course-runner-started", run, { once: true });
+    } else {
+      run();
+    }
   }
 
   function trackScrollBoxes() {
@@ -288,6 +301,6 @@
 
   renderMermaid();
   trackStickyBar();
-  trackScrollBoxes();
+  afterPythonStarts(trackScrollBoxes);
   setUpSearch();
 })();

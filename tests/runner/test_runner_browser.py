@@ -674,7 +674,73 @@ def test_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pythons_sta
         page.close()
 
 
+def test_scroll_boxes_are_marked_once_python_has_started(fresh_context, pages) -> None:
+    """On a phone the real preview page has a box that scrolls; site.js makes it a tab stop (axe-core's
+    scrollable-region-focusable) once the runner's Python has started, not while it starts (reading every
+    box's style and size forced the page's style and layout again after each change; issue 33). Stands in
+    for the CPU left to Pyodide: with the wasm held back, nothing is marked after the page has loaded."""
+    held: list[object] = []
+    fresh_context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
+    page = fresh_context.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        page.goto(pages["real"], wait_until="load")
+        page.wait_for_selector(".cr-widget")
+        assert held, "the worker did not request pyodide.asm.wasm"
+        assert page.get_attribute(".cr-widget", "data-state") == "loading"
+        assert page.locator("[data-course-scroll-stop]").count() == 0, "marked while Python starts"
+    finally:
+        for route in held:
+            route.continue_()
+    page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
+    page.wait_for_selector("main [data-course-scroll-stop][tabindex='0']", state="attached", timeout=30_000)
+
+
 # ---------------------------------------------------------------- start-up snapshot
+
+# Prepended to runner-worker.js: each use of Cache Storage first requests /__cache-lookup (seen by the test).
+SIGNAL_CACHE_LOOKUPS = """(() => {
+  for (const name of ["match", "open", "has", "keys"]) {
+    const native = CacheStorage.prototype[name];
+    CacheStorage.prototype[name] = function (...args) {
+      fetch(new URL("/__cache-lookup", self.location.href)).catch(() => {});
+      return native.apply(this, args);
+    };
+  }
+})();
+"""
+
+
+@pytest.mark.parametrize("name", ["preview", "quarto"])
+def test_the_snapshot_lookup_runs_while_pyodide_mjs_is_fetched(fresh_context, pages, name) -> None:
+    """The worker looks for its start-up snapshot in Cache Storage at once, not after pyodide.mjs has come
+    (after it, the lookup held back Pyodide's own requests, the wasm among them, by 50-150 ms on a busy
+    2-core machine; issue 33). Stands in for that timing: with pyodide.mjs held back, the lookup has begun;
+    then Python starts fresh and checks."""
+    held: list[object] = []
+    fresh_context.route("**/__cache-lookup", lambda route: route.fulfill(status=204))
+
+    def signalling_worker(route: object) -> None:
+        response = route.fetch()
+        route.fulfill(response=response, body=SIGNAL_CACHE_LOOKUPS + response.text())
+
+    fresh_context.route("**/runner-worker.js", signalling_worker)
+    fresh_context.route("**/pyodide.mjs", lambda route: held.append(route))
+    page = fresh_context.new_page()
+    try:
+        with fresh_context.expect_event("request", lambda r: r.url.endswith("/__cache-lookup"), timeout=30_000):
+            widget = Widget(page, pages[name])
+        assert held, "the worker did not request pyodide.mjs"
+        assert page.get_attribute(".cr-widget", "data-state") == "loading"
+    finally:
+        for route in held:
+            route.continue_()
+    fresh_context.unroute("**/pyodide.mjs")
+    widget.wait_ready()
+    assert page.get_attribute(".cr-widget", "data-start") == "fresh"
+    widget.type_code(CORRECT)
+    assert [status for status, _ in widget.check().values()] == ["pass"] * 3
+
 
 def test_a_reload_restores_the_start_up_snapshot_and_still_checks(fresh_context, pages) -> None:
     page = fresh_context.new_page()
