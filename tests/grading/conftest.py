@@ -6,70 +6,22 @@ PostgreSQL server (`postgres`: a new database for each module that asks)."""
 
 from __future__ import annotations
 
-import csv
-import glob
-import hashlib
-import io
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from grading_support import CELL_TIMEOUT, GradedClass, digests, free_port, fresh_copy, postgres_bin
 from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class
 
 from coursekit.cli import main
 from coursekit.grading.course import Course
 
-REPO = Path(__file__).resolve().parents[2]
-CELL_TIMEOUT = "3"  # seconds; the infinite-loop submission costs two of these
 NOBODY = 65534  # PostgreSQL refuses to run as root; the server then runs as nobody
-
-
-def make_course(root: Path) -> Course:
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(REPO / "autograder" / "nbgrader_config.py", root / "nbgrader_config.py")
-    shutil.copytree(REPO / "autograder" / "source", root / "source")
-    return Course.at(root)
-
-
-def digests(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def read_rows(text: str) -> dict[str, dict[str, str]]:
-    return {row["student_id"]: row for row in csv.DictReader(io.StringIO(text))}
-
-
-@dataclass
-class GradedClass:
-    course: Course
-    folder: Path
-    students: dict[str, str]  # student id -> kind
-    before: dict[str, str]    # sha256 of every original file before grading
-    after: dict[str, str]     # ... after grading
-    exit_code: int
-    csv: str
-
-    @property
-    def rows(self) -> dict[str, dict[str, str]]:
-        return read_rows(self.csv)
-
-    def row(self, kind: str) -> dict[str, str]:
-        return self.rows[next(sid for sid, k in self.students.items() if k == kind)]
-
-
-def fresh_copy(course: Course, root: Path) -> Course:
-    """A copy of a released course without its graded class (manifest, journal, reports): saves a release."""
-    shutil.copytree(course.root, root, ignore=shutil.ignore_patterns(".ingest", "reports", "feedback", "autograded",
-                                                                     "submitted"))
-    return Course.at(root)
 
 
 @pytest.fixture(scope="session")
@@ -102,21 +54,6 @@ def instructor_class(release_template, tmp_path_factory) -> Course:
     write_instructor_class(course.release_notebook, folder)
     assert main(["grade", str(folder), "--course", str(course.root), "--timeout", CELL_TIMEOUT]) == 0
     return course
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def postgres_bin(name: str) -> str:
-    """A PostgreSQL server binary from PATH, else from Debian's /usr/lib/postgresql/<version>/bin."""
-    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)),
-                                       None)
-    if found is None:
-        pytest.fail(f"{name} not found: install PostgreSQL's server (Debian: apt-get install postgresql)")
-    return found
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import CELL_TIMEOUT, fresh_copy, make_course
+from grading_support import CELL_TIMEOUT, fresh_copy, make_course
 from submission_kinds import k_correct
 
 from coursekit.cli import main

@@ -35,7 +35,7 @@ from attack_kinds import (
     write_attack_class,
 )
 from bs4 import BeautifulSoup
-from conftest import fresh_copy
+from grading_support import fresh_copy
 from nbgrader.api import Gradebook
 from test_grading_commands import free_port
 

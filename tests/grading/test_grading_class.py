@@ -8,7 +8,7 @@ import shutil
 
 import nbformat
 import pytest
-from conftest import read_rows
+from grading_support import read_rows
 from nbgrader.api import Gradebook
 from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, expected
 from test_grading_hidden_tests import NEGATIVE_VARIANCE, SAMPLE

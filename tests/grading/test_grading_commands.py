@@ -14,7 +14,7 @@ import zipfile
 
 import nbformat
 import pytest
-from conftest import REPO, read_rows
+from grading_support import REPO, read_rows
 from submission_kinds import k_correct, k_sample_variance
 
 from coursekit.cli import main

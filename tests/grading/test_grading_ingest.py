@@ -9,7 +9,7 @@ import zipfile
 
 import nbformat
 import pytest
-from conftest import make_course
+from grading_support import make_course
 
 from coursekit.errors import CourseError
 from coursekit.grading.intake.ingest import find_candidates, read_notebook, restore_missing_cells, select_notebook

@@ -14,7 +14,7 @@ import shutil
 
 import nbformat
 import pytest
-from conftest import fresh_copy
+from grading_support import fresh_copy
 from submission_kinds import _code, _extra, k_correct, k_infinite_loop, k_prints_50mb, solve
 
 from coursekit.cli import main

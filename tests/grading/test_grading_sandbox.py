@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import REPO, read_rows
+from grading_support import REPO, read_rows
 from submission_kinds import k_correct
 
 from coursekit.cli import main

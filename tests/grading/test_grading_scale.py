@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import nbformat
 import psutil
 import pytest
-from conftest import free_port, fresh_copy, make_course, read_rows
+from grading_support import free_port, fresh_copy, make_course, read_rows
 from nbgrader.api import Gradebook
 from submission_kinds import NOTEBOOK_KINDS, expected
 

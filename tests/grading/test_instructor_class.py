@@ -12,7 +12,7 @@ import sys
 
 import nbformat
 import pytest
-from conftest import REPO, read_rows
+from grading_support import REPO, read_rows
 from instructor_class import EXPECTED_COPY_FLAGS
 from nbgrader.api import Gradebook
 

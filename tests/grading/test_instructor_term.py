@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import CELL_TIMEOUT, digests, fresh_copy, read_rows
+from grading_support import CELL_TIMEOUT, digests, fresh_copy, read_rows
 from submission_kinds import k_correct
 
 from coursekit.cli import main

@@ -34,7 +34,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
-from conftest import CELL_TIMEOUT, fresh_copy, read_rows
+from grading_support import CELL_TIMEOUT, fresh_copy, read_rows
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from notebook_mutations import MARKER, MUTANTS, apply_ops, apply_valid_ops, mutant_json, valid_mutants

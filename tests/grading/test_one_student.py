@@ -11,7 +11,7 @@ import json
 
 import nbformat
 import pytest
-from conftest import CELL_TIMEOUT, fresh_copy, read_rows
+from grading_support import CELL_TIMEOUT, fresh_copy, read_rows
 from submission_kinds import _cells, _code, _extra, k_correct, solve
 
 from coursekit.cli import main

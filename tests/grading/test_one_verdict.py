@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import CELL_TIMEOUT, REPO, GradedClass, make_course, read_rows
+from grading_support import CELL_TIMEOUT, REPO, GradedClass, make_course, read_rows
 from submission_kinds import FILE_KINDS, NOTEBOOK_KINDS, write_class
 
 from coursekit import branches, runner

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import nbformat
 import pytest
 import sqlalchemy
-from conftest import CELL_TIMEOUT, REPO, make_course, postgres_bin, read_rows
+from grading_support import CELL_TIMEOUT, REPO, make_course, postgres_bin, read_rows
 from submission_kinds import k_correct
 
 from coursekit.cli import main

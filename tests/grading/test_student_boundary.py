@@ -27,7 +27,7 @@ import nbformat
 import pytest
 from attack_kinds import RAW
 from bs4 import BeautifulSoup
-from conftest import CELL_TIMEOUT, fresh_copy, read_rows
+from grading_support import CELL_TIMEOUT, fresh_copy, read_rows
 from submission_kinds import _code, _extra, k_correct, solve
 
 from coursekit.cli import main

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PASSWORDS, ClassHub
 from exercise_fill import fill_blanks
+from hub_support import PASSWORDS, ClassHub
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 WAIT = 180_000  # ms: a server's first start and a grading run under load

@@ -14,7 +14,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, ClassHub
+from hub_support import ROOT, ClassHub
 
 from coursekit.hub.limits import CGROUP_V1
 

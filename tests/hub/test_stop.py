@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, start_hub, stop_hub
+from hub_support import ROOT, start_hub, stop_hub
 
 from coursekit.hub.limits import CGROUP_V1, group_pids
 

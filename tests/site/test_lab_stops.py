@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, ensure_release
+from site_support import ROOT, ensure_release
 
 from coursekit import bundle
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, ensure_release
+from site_support import ROOT, ensure_release
 
 from coursekit import bundle
 from coursekit.cli import main

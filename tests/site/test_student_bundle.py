@@ -22,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, ensure_release
+from site_support import ROOT, ensure_release
 
 from coursekit import bundle, lab
 from coursekit.cli import main
