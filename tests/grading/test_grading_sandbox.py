@@ -204,6 +204,26 @@ def test_one_shared_zygote_serves_its_owner_and_the_processes_forked_from_it(tmp
     assert zygote.process is None
 
 
+def test_the_owner_closes_a_shared_zygote_whose_lock_a_dead_worker_held(tmp_path):
+    """Ctrl-C ends the grading workers at once, one of them maybe while it held the shared zygote's lock
+    (CI: `coursekit grade` then hung in its close until the test's 120 s ran out). A worker is forked,
+    takes the lock and dies holding it; the owner's close still ends the zygote."""
+    zygote = sandbox.KernelZygote(shared=True)
+    assert sandbox.unavailable_reason(tmp_path, zygote=zygote) is None  # the owner's probe starts it
+    started = zygote.process
+    pid = sandbox.os.fork()
+    if pid == 0:
+        zygote._lock.acquire()
+        sandbox.os._exit(0)  # dies holding it, as a worker killed mid-request
+    sandbox.os.waitpid(pid, 0)
+    closing = ThreadPoolExecutor(1)
+    try:
+        closing.submit(zygote.close).result(timeout=30)
+    finally:
+        closing.shutdown(wait=False)
+    assert zygote.process is None and started.poll() is not None
+
+
 def test_bwrap_is_missing_stops_grading_before_anyone_is_graded(released_course, tmp_path, monkeypatch, capsys):
     course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
     folder = tmp_path / "lms"

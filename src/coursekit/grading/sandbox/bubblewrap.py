@@ -387,13 +387,19 @@ class KernelZygote:
 
     def close(self) -> None:
         """End the zygote once its kernels have ended (their CPU time is then counted with ours); a
-        borrower ends only the zygote of its own, if it has one."""
+        borrower ends only the zygote of its own, if it has one. The owner closes it once the workers
+        have ended, so a lock still held then is a dead worker's (Ctrl-C ends them at once, whatever
+        they held): waiting for it would wait for ever."""
         if self._own is not None:
             self._own.close()
         if os.getpid() != self._owner:
             return
-        with self._lock:
+        held = self._lock.acquire(False)
+        try:
             process, self.process = self.process, None
+        finally:
+            if held:
+                self._lock.release()
         if process is None:
             return
         process.stdin.close()
