@@ -30,8 +30,8 @@ def open_page(page: object, url: str) -> None:
     page.bring_to_front()  # a background tab gets no frames, so no IntersectionObserver callback
     page.goto(url, wait_until="networkidle")
     page.evaluate("""async () => {
-        const pause = () => new Promise(r => {
-            requestAnimationFrame(() => setTimeout(r, 50));
+        const pause = () => new Promise(r => {  // two frames: the observers have seen the scroll
+            requestAnimationFrame(() => requestAnimationFrame(r));
             setTimeout(r, 1000);  // no frame comes while the page is hidden
         });
         for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight / 2) {
