@@ -273,6 +273,13 @@ VARIANTS = {
 }
 
 
+def copy_lean_mathjax(site: Path) -> None:
+    """MathJax's loader and core (LEAN_MATHJAX_FILES) beside the site's copy, for the variant that loads
+    MathJax's components one by one (the site holds only the combined tex-chtml.js and what it loads later)."""
+    for name in LEAN_MATHJAX_FILES:
+        (site / "assets/vendor/mathjax" / name).write_bytes((ROOT / preview.MATHJAX / name).read_bytes())
+
+
 def write_variant(site: Path, page: str, label: str, changes: list[tuple[re.Pattern, str]]) -> str:
     """`page` with `changes` made, beside it as <name>-<label>.html; return its path."""
     text = (site / page).read_text(encoding="utf-8")
@@ -332,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                  "quarto_no_boot": build_quarto_page(site, target, "quarto-no-boot", ("course-runner-boot",))}
         variants = {label: write_variant(site, pages[kind], label, changes)
                     for label, (kind, changes) in VARIANTS.items()} if args.variants else {}
-        for name in LEAN_MATHJAX_FILES if args.variants else ():
-            (site / "assets/vendor/mathjax" / name).write_bytes((ROOT / preview.MATHJAX / name).read_bytes())
+        if args.variants:
+            copy_lean_mathjax(site)
         base = f"http://127.0.0.1:{server.server_port}/"
         runs = []
         with sync_playwright() as p:
