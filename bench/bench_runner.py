@@ -369,8 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{k + 1:<6} {load:>8.2f} {blank:>8.2f} "
                       + " ".join(f"{run[n]['first'] / blank:>15.2f}" for n in pages), flush=True)
                 for name in variants:
-                    print(f"{'':<6} {'':>8} {'':>8} {name}: {run[name]['first'] / blank:.2f}"
-                          f"  (CPU {run[name]['cpu'] / run['bare']['cpu']:.2f})", flush=True)
+                    cpu = f"  (CPU {run[name]['cpu'] / run['bare']['cpu']:.2f})" if run["bare"]["cpu"] else ""
+                    print(f"{'':<6} {'':>8} {'':>8} {name}: {run[name]['first'] / blank:.2f}{cpu}", flush=True)
             browser.close()
         server.shutdown()
 
