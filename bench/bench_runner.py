@@ -28,8 +28,13 @@ both renderings, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
 
 --first-only measures only the first Check (quicker rounds); --variants adds, first Check only, each page
 with one piece of its start-up work taken out or changed (VARIANTS: no MathJax, MathJax typesetting every
-formula at once, MathJax loaded but no formula typeset before Python has started, no site.js, no head boot):
-what the first Check loses to each.
+formula at once, MathJax loaded but no formula typeset before Python has started, MathJax's components without
+its context menu, no site.js, no head boot): what the first Check loses to each.
+
+With --first-only, each load also reads Chromium's CPU seconds from /proc (the browser's processes, the page's
+renderer with the runner's worker read before its context closes) and prints each page's and variant's CPU
+over the blank page's: what its start-up work costs the machine. Another process's load inflates it far less
+than the wall time, so it tells the variants apart on a shared machine where the wall-time ratios scatter.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
 LINE = "{name:<58} {value}"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 DONE = "n => Number(document.querySelector('.cr-widget').dataset.completed || 0) > n"
 BARE_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"></head><body><script>
 const worker = new Worker("bare-worker.js", {type: "module"});
@@ -135,15 +141,48 @@ def build_site(out: Path) -> str:
     return preview.lesson_page(LESSON, "exercise").target
 
 
-def bare_pyodide(browser: object, url: str) -> float:
-    """Seconds from page load to Pyodide loaded on a blank page (fresh context)."""
+def chromium_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) used so far by each Chromium process under this one (the browser, its
+    renderers with their workers, GPU and network processes), read from /proc; {} where there is no /proc."""
+    stats = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, _, rest = entry.read_text().rpartition(")")
+        except OSError:  # a process that ended meanwhile
+            continue
+        fields = rest.split()  # from the state on: ppid is fields[1], utime and stime fields[11] and [12]
+        stats[int(entry.parent.name)] = (name.partition("(")[2], int(fields[1]),
+                                         (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
+    children: dict[int, list[int]] = {}
+    for pid, (_, ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = {}, list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        if "chrom" in stats[pid][0] or "headless" in stats[pid][0]:
+            out[pid] = stats[pid][2]
+    return out
+
+
+def cpu_since(before: dict[int, float]) -> float:
+    """Chromium's CPU seconds since `before` (chromium_cpu()), summed over the processes alive now: a page's
+    renderer (its main thread and the runner's worker) is read before its context closes."""
+    return sum(cpu - before.get(pid, 0.0) for pid, cpu in chromium_cpu().items())
+
+
+def bare_pyodide(browser: object, url: str) -> dict[str, float]:
+    """Seconds from page load to Pyodide loaded on a blank page (fresh context), and Chromium's CPU seconds
+    meanwhile."""
     context = browser.new_context()
     page = context.new_page()
+    cpu = chromium_cpu()
     start = time.perf_counter()
     page.goto(url)
     page.wait_for_function("document.title === 'ready'", timeout=120_000)
+    out = {"first": time.perf_counter() - start, "cpu": cpu_since(cpu)}
     context.close()
-    return time.perf_counter() - start
+    return out
 
 
 def click_and_wait(page: object, action: str) -> float:
@@ -215,8 +254,15 @@ HEAD_BOOT = re.compile(r"<script>\(\(\) => \{ /\* the runner's worker, started b
 ALL_AT_ONCE = re.compile(re.escape('if (html.dataset.courseRunnerStarting !== "true" ||'))
 # quarto-head.html's formulas near the screen, typeset as soon as MathJax has loaded: left with the others instead
 NEAR_AT_ONCE = re.compile(re.escape("return typeset(now);"))
+# MathJax's components loaded one by one (startup.js: its loader), as tex-chtml.js holds them but without the
+# context menu (ui/menu, 426 KB of its 1.16 MB); the bench copies startup.js and core.js beside the site's copy
+LEAN_MATHJAX_FILES = ("startup.js", "core.js")
+LEAN_MATHJAX = ('<script>MathJax.loader = {load: ["input/tex", "output/chtml", "a11y/assistive-mml"]};</script>'
+                '<script defer src="../assets/vendor/mathjax/startup.js"></script>')
 VARIANTS = {
     "preview, no MathJax": ("preview", [(MATHJAX_SCRIPT, "")]),
+    "preview, MathJax without its menu": ("preview", [(MATHJAX_SCRIPT, LEAN_MATHJAX)]),
+    "quarto, MathJax without its menu": ("quarto", [(MATHJAX_SCRIPT, LEAN_MATHJAX)]),
     "preview, MathJax all at once": ("preview", [(ALL_AT_ONCE, "if (true ||")]),
     "preview, no site.js (search, Mermaid, scroll boxes)": ("preview", [(SITE_JS, "")]),
     "preview, no head boot": ("preview", [(HEAD_BOOT, "")]),
@@ -225,6 +271,13 @@ VARIANTS = {
     "quarto, nothing typeset before Python": ("quarto", [(NEAR_AT_ONCE, "return left = now.concat(left), queue;")]),
     "quarto, MathJax all at once": ("quarto", [(ALL_AT_ONCE, "if (true ||")]),
 }
+
+
+def copy_lean_mathjax(site: Path) -> None:
+    """MathJax's loader and core (LEAN_MATHJAX_FILES) beside the site's copy, for the variant that loads
+    MathJax's components one by one (the site holds only the combined tex-chtml.js and what it loads later)."""
+    for name in LEAN_MATHJAX_FILES:
+        (site / "assets/vendor/mathjax" / name).write_bytes((ROOT / preview.MATHJAX / name).read_bytes())
 
 
 def write_variant(site: Path, page: str, label: str, changes: list[tuple[re.Pattern, str]]) -> str:
@@ -241,16 +294,18 @@ def write_variant(site: Path, page: str, label: str, changes: list[tuple[re.Patt
 
 
 def first_only(browser: object, url: str, code: str) -> dict[str, float]:
-    """A fresh context: seconds from load to the first Check result."""
+    """A fresh context: seconds from load to the first Check result, and Chromium's CPU seconds meanwhile."""
     context = browser.new_context()
     page = context.new_page()
     key = f"course-runner:v1:{urlsplit(url).path}:lesson11:code"
     page.add_init_script(f"localStorage.setItem({json.dumps(key)}, {json.dumps(code)})")
     page.add_init_script(READY_AT)
+    cpu = chromium_cpu()
     _, first = first_check(page, url)
+    cpu = cpu_since(cpu)
     passed = page.get_attribute(".cr-summary", "data-passed")
     context.close()
-    return {"first": first, "passed": float(passed)}
+    return {"first": first, "cpu": cpu, "passed": float(passed)}
 
 
 def spread(values: list[float]) -> str:
@@ -284,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                  "quarto_no_boot": build_quarto_page(site, target, "quarto-no-boot", ("course-runner-boot",))}
         variants = {label: write_variant(site, pages[kind], label, changes)
                     for label, (kind, changes) in VARIANTS.items()} if args.variants else {}
+        if args.variants:
+            copy_lean_mathjax(site)
         base = f"http://127.0.0.1:{server.server_port}/"
         runs = []
         with sync_playwright() as p:
@@ -306,18 +363,19 @@ def main(argv: list[str] | None = None) -> int:
                     run[name] = first_only(browser, url, code) if args.first_only or name in variants \
                         else measure(browser, url, code)
                 bare.append(bare_pyodide(browser, base + "bare.html"))
-                blank = statistics.mean(bare)
-                run["bare"] = {"first": blank, "load": load}
+                blank = statistics.mean(b["first"] for b in bare)
+                run["bare"] = {"first": blank, "cpu": statistics.mean(b["cpu"] for b in bare), "load": load}
                 runs.append(run)
                 print(f"{k + 1:<6} {load:>8.2f} {blank:>8.2f} "
                       + " ".join(f"{run[n]['first'] / blank:>15.2f}" for n in pages), flush=True)
                 for name in variants:
-                    print(f"{'':<6} {'':>8} {'':>8} {name}: {run[name]['first'] / blank:.2f}", flush=True)
+                    cpu = f"  (CPU {run[name]['cpu'] / run['bare']['cpu']:.2f})" if run["bare"]["cpu"] else ""
+                    print(f"{'':<6} {'':>8} {'':>8} {name}: {run[name]['first'] / blank:.2f}{cpu}", flush=True)
             browser.close()
         server.shutdown()
 
     def ratios(name: str, key: str = "first") -> list[float]:
-        return [r[name][key] / r["bare"]["first"] for r in runs]
+        return [r[name][key] / r["bare"]["cpu" if key == "cpu" else "first"] for r in runs]
 
     def med(name: str, key: str) -> float:
         return statistics.median(r[name][key] for r in runs)
@@ -337,6 +395,13 @@ def main(argv: list[str] | None = None) -> int:
                       value=spread(ratios("quarto_no_boot"))))
     for name in variants:
         print(LINE.format(name=f"variant: {name} / blank", value=spread(ratios(name))))
+    if args.first_only and all(r["bare"]["cpu"] for r in runs):
+        # CPU seconds to the first Check over the blank page's: what the page's work costs the machine, which
+        # other processes' load inflates far less than the wall time (the machine may be shared)
+        print(LINE.format(name="Chromium CPU to load the blank page (s)  [baseline]",
+                          value=spread([r["bare"]["cpu"] for r in runs])))
+        for name in [*pages, *variants]:
+            print(LINE.format(name=f"CPU ratio: {name} / blank", value=spread(ratios(name, "cpu"))))
     if not args.first_only:
         print(LINE.format(name="load -> Python ready (s)", value=f"{med('preview', 'ready'):.2f}"))
         print(LINE.format(name="reload first Check / blank-page Pyodide  [target <= 0.6]",
