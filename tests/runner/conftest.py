@@ -131,24 +131,10 @@ class Requests:
         return [u for u in self.urls if not u.startswith(("http://127.0.0.1:", "data:", "blob:"))]
 
 
-@pytest.fixture(scope="module")
-def warm_context(browser: object) -> Iterator[object]:
-    """One browser context per test module: the HTTP cache and the runner's start-up snapshot stay warm."""
-    ctx = browser.new_context(accept_downloads=True)
-    yield ctx
-    ctx.close()
-
-
 @pytest.fixture
-def context(warm_context: object, base_url: str) -> Iterator[object]:
-    """The module's context with no saved work (localStorage cleared) and no page left open after the test."""
-    page = warm_context.new_page()
-    page.goto(base_url)
-    page.evaluate("localStorage.clear()")
-    page.close()
-    yield warm_context
-    for page in warm_context.pages:
-        page.close()
+def context(warm_page_context: object) -> object:
+    """The module's warm context (tests/conftest.py): no saved work, no page left open after the test."""
+    return warm_page_context
 
 
 @pytest.fixture

@@ -58,29 +58,11 @@ def _logged_page(context: object) -> tuple[object, PageLog]:
     return page, log
 
 
-@pytest.fixture(scope="module")
-def warm_site_context(browser: object) -> Iterator[object]:
-    """One context per test module, as a student's browser on a later visit: the HTTP cache, compiled
-    WebAssembly and the runner's start-up snapshot stay warm (its Python starts in a fraction of the time)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    yield context
-    context.close()
-
-
 @pytest.fixture
-def page_and_log(warm_site_context: object) -> Iterator[tuple[object, PageLog]]:
-    """A new page of the module's context, logged against 127.0.0.1, with no saved work: the site's
-    storage is cleared after the test, and no page is left open."""
-    page, log = _logged_page(warm_site_context)
-    yield page, log
-    origins = {"/".join(p.url.split("/", 3)[:3]) for p in warm_site_context.pages if p.url.startswith("http")}
-    for p in warm_site_context.pages:
-        p.close()
-    for origin in origins:
-        cleaner = warm_site_context.new_page()
-        cleaner.goto(origin + "/")
-        cleaner.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
-        cleaner.close()
+def page_and_log(warm_page_context: object) -> tuple[object, PageLog]:
+    """A new page of the module's warm context (tests/conftest.py), logged against 127.0.0.1; no saved work
+    is left after the test."""
+    return _logged_page(warm_page_context)
 
 
 @pytest.fixture
