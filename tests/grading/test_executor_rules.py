@@ -59,7 +59,12 @@ def test_the_graders_resident_memory_is_read_through_one_open_file_per_process(m
     executor._resident()
     opened = []
     real_open = os.open
-    monkeypatch.setattr(os, "open", lambda path, *args, **kwargs: opened.append(path) or real_open(path, *args, **kwargs))
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting_open)
     value = executor._resident()
     with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
         direct = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
