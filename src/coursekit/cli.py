@@ -75,12 +75,12 @@ def end(code: int) -> NoReturn:
     nothing needs once a command has finished: about 0.4 CPU-s on one core after `coursekit grade`
     (nbgrader, nbconvert, SQLAlchemy, matplotlib loaded), at the end of the instructor's wait. The
     atexit handlers run (logging's, temporary folders', those of the libraries), then stdout and
-    stderr are flushed. While a thread that is not a daemon still runs, the interpreter's own exit,
-    which waits for it, is used instead."""
+    stderr (and the originals, when they were replaced) are flushed. While a thread that is not a
+    daemon still runs, the interpreter's own exit, which waits for it, is used instead."""
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):  # and the originals, if replaced
         with contextlib.suppress(Exception):
             stream.flush()
     os._exit(code)
