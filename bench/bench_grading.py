@@ -53,12 +53,12 @@ TIMEOUT = "3"
 TARGET_WALL, TARGET_CPU = 3.0, 1.0
 TARGET_STOCK_WALL = 5.0  # against stock nbgrader (issue 27)
 GRADE = """import json, resource, sys
-from coursekit.cli import main
+from coursekit.cli import end, main
 code = main(sys.argv[1:])
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print("BENCH", json.dumps({"main_kib": me.ru_maxrss, "largest_child_kib": kids.ru_maxrss}))
-sys.exit(code)
-"""
+end(code)
+"""  # as python -m coursekit (coursekit/__main__.py) ends
 
 
 def children_cpu() -> float:

@@ -1,5 +1,3 @@
-import sys
+from coursekit.cli import end, main
 
-from coursekit.cli import main
-
-sys.exit(main())
+end(main())

@@ -8,9 +8,14 @@ and exit 130.
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
+import os
 import sys
+import threading
 from pathlib import Path
+from typing import NoReturn
 
 from coursekit.course_file import COURSE_FILE
 from coursekit.errors import CourseError
@@ -63,3 +68,19 @@ def root_hint(cwd: Path) -> str:
         return ""
     root = next((folder for folder in cwd.parents if (folder / COURSE_FILE).is_file()), None)
     return "" if root is None else f" (run make or coursekit from the repository root: cd {root})"
+
+
+def end(code: int) -> NoReturn:
+    """Exit with `code` as the interpreter would, less its teardown of every module and object, which
+    nothing needs once a command has finished: about 0.4 CPU-s on one core after `coursekit grade`
+    (nbgrader, nbconvert, SQLAlchemy, matplotlib loaded), at the end of the instructor's wait. The
+    atexit handlers run (logging's, temporary folders', those of the libraries), then stdout and
+    stderr (and the originals, when they were replaced) are flushed. While a thread that is not a
+    daemon still runs, the interpreter's own exit, which waits for it, is used instead."""
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):  # and the originals, if replaced
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

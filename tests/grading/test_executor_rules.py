@@ -47,3 +47,38 @@ def test_the_statement_a_cell_was_interrupted_on_is_read_from_the_kernels_traceb
     assert interrupted_statement(cell) == ["assert f([2., 2.]) == [0.0, 0.0]"]
     cell.outputs = [nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="", traceback=["garbled"])]
     assert interrupted_statement(cell) == []
+
+
+def test_the_graders_resident_memory_is_read_through_one_open_file_per_process(monkeypatch):
+    """executor._resident runs after every reply of the judge: /proc/<pid>/statm opened once per process
+    (a forked worker opens its own), and each value is this process's resident set."""
+    import os
+
+    from coursekit.grading.sandbox import executor
+
+    executor._resident()
+    opened = []
+    real_open = os.open
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    value = executor._resident()
+    with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
+        direct = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    assert opened == [] and abs(value - direct) < 16 << 20
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child's own statm, not its parent's file
+        try:
+            child = executor._resident()
+            with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
+                direct = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            os.write(write, str(int(abs(child - direct) < 16 << 20 and len(opened) == 1)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    assert os.read(read, 8) == b"1"
+    os.waitpid(pid, 0)

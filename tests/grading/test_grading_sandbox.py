@@ -365,3 +365,38 @@ def test_the_denied_syscalls_exist_outside_the_sandbox():
                          text=True, check=True).stdout
     seen = json.loads(out.split("SEEN", 1)[1])
     assert {name: e for name, (_, e) in seen.items() if e == errno.ENOSYS} == {}
+
+
+async def _cpu_reads() -> dict:
+    """Reads of a sandbox's CPU time (SandboxKernelManager.cpu_seconds) around a child process of its kernel."""
+    opened = []
+    real_open = sandbox.os.open
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    async with armed_sandbox_kernel() as (km, kc):
+        first = km.cpu_seconds()
+        sandbox.os.open = counting_open
+        try:
+            again = km.cpu_seconds()
+        finally:
+            sandbox.os.open = real_open
+        await kc.execute_interactive("import subprocess, sys\nchild = subprocess.Popen([sys.executable, '-c', "
+                                     "'import time; time.sleep(60)'])", timeout=60)
+        with_child = km.cpu_seconds(), len(km._stat_fds)
+        await kc.execute_interactive("child.kill(); child.wait(); sum(range(3_000_000))", timeout=60)
+        after_child = km.cpu_seconds(), len(km._stat_fds)
+    return {"first": first, "again": again, "opened": opened, "with_child": with_child, "after_child": after_child}
+
+
+def test_a_sandboxs_cpu_time_is_read_again_through_the_files_opened_the_first_time():
+    """The grader reads a sandbox's CPU time every POLL and after every reply of the judge: once each
+    process's stat file is open, a read opens nothing; a process that ends has its file closed."""
+    with ThreadPoolExecutor(1) as thread:
+        reads = thread.submit(asyncio.run, _cpu_reads()).result()
+    assert reads["opened"] == [] and reads["again"] >= reads["first"] > 0
+    (with_child, open_with_child), (after_child, open_after_child) = reads["with_child"], reads["after_child"]
+    assert open_with_child == open_after_child + 1  # the child's file, closed once it has ended
+    assert after_child > with_child >= reads["again"]

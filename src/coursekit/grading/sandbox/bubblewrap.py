@@ -563,6 +563,7 @@ class SandboxKernelManager(AsyncKernelManager):
         self.namespace: str | None = None
         self._namespace_fd: int | None = None
         self._proc_fd: int | None = None  # the sandbox's /proc, opened through its init's root
+        self._stat_fds: dict[str, int] = {}  # the sandbox's /proc/<pid>/stat files, kept open (cpu_seconds)
         self.zygote: KernelZygote | None = None  # the grading worker's; else one of its own, for this kernel
         self._own_zygote: KernelZygote | None = None
         self._kernel_request: tuple[dict, list[str]] | None = None
@@ -683,21 +684,32 @@ class SandboxKernelManager(AsyncKernelManager):
         proc = self._proc_fd  # read every POLL and after every reply of the judge: opened once
         ticks = 0
         try:
-            entries = list(filter(str.isdigit, os.listdir(proc)))
+            entries = set(filter(str.isdigit, os.listdir(proc)))
         except (OSError, TypeError):  # the sandbox has ended (or never had its /proc): what it had used last
             return self._cpu_seen
+        for gone in self._stat_fds.keys() - entries:
+            os.close(self._stat_fds.pop(gone))
         for entry in entries:
             try:
-                stat = os.open(f"{entry}/stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
-                try:
-                    fields = os.read(stat, 4096).rsplit(b")", 1)[1].split()
-                finally:
-                    os.close(stat)
+                fields = self._read_stat(proc, entry).rsplit(b")", 1)[1].split()
             except (OSError, IndexError):
                 continue
             ticks += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
         self._cpu_seen = max(self._cpu_seen, ticks / CLOCK_TICKS)
         return self._cpu_seen
+
+    def _read_stat(self, proc: int, entry: str) -> bytes:
+        """/proc/<entry>/stat of the sandbox, read again through the file opened the first time (one system
+        call instead of three); a process that ended has the entry opened anew (its PID may be another's)."""
+        for _ in range(2):
+            stat = self._stat_fds.get(entry)
+            if stat is None:
+                stat = self._stat_fds[entry] = os.open(f"{entry}/stat", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
+            try:
+                return os.pread(stat, 4096, 0)
+            except OSError:  # ESRCH: that process has ended
+                os.close(self._stat_fds.pop(entry))
+        raise ProcessLookupError(entry)
 
     def remove_socket_dir(self) -> None:
         """The end of the sandbox: its folder, and the hold on its PID namespace. That hold keeps the
@@ -716,6 +728,9 @@ class SandboxKernelManager(AsyncKernelManager):
         if self._namespace_fd is not None:
             os.close(self._namespace_fd)
             self._namespace_fd = None
+        for stat in self._stat_fds.values():
+            os.close(stat)
+        self._stat_fds.clear()
         if self._proc_fd is not None:
             os.close(self._proc_fd)
             self._proc_fd = None

@@ -733,7 +733,14 @@ def own_data(now: object, solution: object) -> dict:
     return {**by_kind(solution, False), **by_kind(now, True)}
 
 
+_STATM: dict[int, int] = {}  # process id -> its /proc/<pid>/statm, opened once (a forked worker opens its own)
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
 def _resident() -> int:
     """Bytes of memory this process holds now (its resident set)."""
-    with open("/proc/self/statm", encoding="ascii") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    pid = os.getpid()
+    statm = _STATM.get(pid)
+    if statm is None:
+        statm = _STATM[pid] = os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC)
+    return int(os.pread(statm, 256, 0).split()[1]) * PAGE_SIZE

@@ -590,6 +590,66 @@ def _small_messages() -> None:
     OutStream._flush_buffers = chunked
 
 
+def _one_traceback_per_error() -> None:
+    """Format each error of a cell once: IPython formats it for the cell's error output and then again
+    for the shell's history (`history_manager.exceptions`, which nothing in a grading kernel reads: its
+    history is off); the history keeps the error's name and message, not a second traceback."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    def name_and_message(self, exception, filename=None, running_compiled_code=False) -> dict:
+        return {"ename": type(exception).__name__, "evalue": str(exception), "traceback": []}
+
+    if hasattr(InteractiveShell, "_format_exception_for_storage"):
+        InteractiveShell._format_exception_for_storage = name_and_message
+
+
+def _tracebacks_ready() -> None:
+    """In the zygote, before any kernel is forked: make an error in a cell cost a kernel its traceback,
+    not the setting up of IPython's traceback formatting. A kernel's first traceback imports stack_data
+    and pygments' formatters, compiles the Python lexer's rules and maps every loaded module to its
+    file (inspect.getmodule), about 40 ms of CPU; and stack_data makes a new lexer class for each
+    frame it shows, which compiles those rules again (about 5 ms a frame). Here one lexer class serves
+    every frame (`MarkedLexer`, stack_data's own, with the frame's ranges on the instance) and one
+    traceback of the zygote's own error is formatted, so every kernel forked afterwards finds all of
+    that done. No student exists yet; the text of every traceback is the same as before."""
+    import pygments
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.ultratb import AutoFormattedTB
+    from pygments.lexers import get_lexer_by_name
+    from stack_data import core
+
+    class MarkedLexer(type(get_lexer_by_name("python3"))):
+        """stack_data's lexer (utils._pygmented_with_ranges): the tokens of the executing node marked."""
+
+        def __init__(self, ranges: list, **options) -> None:
+            super().__init__(**options)
+            self.ranges = ranges
+
+        def get_tokens(self, text):
+            length = 0
+            for ttype, value in super().get_tokens(text):
+                if any(start <= length < end for start, end in self.ranges):
+                    ttype = ttype.ExecutingNode
+                length += len(value)
+                yield ttype, value
+
+    def pygmented_with_ranges(formatter, code: str, ranges: list) -> list[str]:
+        lexer = MarkedLexer(ranges, stripnl=False)
+        try:
+            highlighted = pygments.highlight(code, lexer, formatter)
+        except Exception:  # noqa: BLE001 - as stack_data: the code without highlighting
+            highlighted = code
+        return highlighted.splitlines()
+
+    if hasattr(core, "_pygmented_with_ranges"):
+        core._pygmented_with_ranges = pygmented_with_ranges
+    try:
+        json.loads("[")
+    except ValueError as error:
+        formatter = AutoFormattedTB(mode="Context", theme_name=InteractiveShell.colors.default_value)
+        formatter.structured_traceback(type(error), error, error.__traceback__)
+
+
 def _orderly_exit() -> None:
     """Make the kernel exit as soon as a shutdown_request has been answered and its output sent.
 
@@ -1111,6 +1171,7 @@ def _zygote() -> None:
     _lighter_start(sandboxed=True)
     for name in PRELOADED:
         importlib.import_module(name)
+    _tracebacks_ready()
     gc.freeze()  # the imported objects stay in pages shared with every kernel
     for line in sys.stdin:
         with contextlib.suppress(ChildProcessError):
@@ -1155,6 +1216,7 @@ def _start_kernel(config: dict, argv: list[str]) -> None:
     _transform_once()
     _quick_cell_names()
     _small_messages()
+    _one_traceback_per_error()
     _orderly_exit()
     sys.argv = ["ipykernel_launcher", *argv]
     runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
