@@ -40,6 +40,7 @@ than the wall time, so it tells the variants apart on a shared machine where the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import http.server
 import json
@@ -53,6 +54,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import psutil
 from bs4 import BeautifulSoup
 
 from coursekit import preview
@@ -71,7 +73,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
 LINE = "{name:<58} {value}"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 DONE = "n => Number(document.querySelector('.cr-widget').dataset.completed || 0) > n"
 BARE_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"></head><body><script>
 const worker = new Worker("bare-worker.js", {type: "module"});
@@ -143,25 +144,13 @@ def build_site(out: Path) -> str:
 
 def chromium_cpu() -> dict[int, float]:
     """CPU seconds (user + system) used so far by each Chromium process under this one (the browser, its
-    renderers with their workers, GPU and network processes), read from /proc; {} where there is no /proc."""
-    stats = {}
-    for entry in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            name, _, rest = entry.read_text().rpartition(")")
-        except OSError:  # a process that ended meanwhile
-            continue
-        fields = rest.split()  # from the state on: ppid is fields[1], utime and stime fields[11] and [12]
-        stats[int(entry.parent.name)] = (name.partition("(")[2], int(fields[1]),
-                                         (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
-    children: dict[int, list[int]] = {}
-    for pid, (_, ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = {}, list(children.get(os.getpid(), []))
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
-        if "chrom" in stats[pid][0] or "headless" in stats[pid][0]:
-            out[pid] = stats[pid][2]
+    renderers with their workers, GPU and network processes)."""
+    out = {}
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # a process that ended meanwhile
+            if "chrom" in process.name() or "headless" in process.name():
+                times = process.cpu_times()
+                out[process.pid] = times.user + times.system
     return out
 
 
@@ -375,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         server.shutdown()
 
     def ratios(name: str, key: str = "first") -> list[float]:
-        return [r[name][key] / r["bare"]["cpu" if key == "cpu" else "first"] for r in runs]
+        return [r[name][key] / r["bare"][key] for r in runs]
 
     def med(name: str, key: str) -> float:
         return statistics.median(r[name][key] for r in runs)
