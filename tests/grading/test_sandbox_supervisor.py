@@ -7,9 +7,13 @@ in-kernel audit hook switched off first, so every record they expect comes from 
 from __future__ import annotations
 
 import asyncio
+import errno
+import json
 import os
 import socket
 import struct
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -209,3 +213,66 @@ def test_five_forked_children_of_0_7_gib_share_one_sandbox_limit():
     held = statuses.count(0)
     assert held * HOG < Limits().sandbox_memory and held < 5, statuses
     assert ended >= 1 and statuses.count(-9) >= 1, (statuses, ended)
+
+
+# ---------------------------------------------------------------- a syscall a signal ended (not sandboxed)
+
+ENDED_BY_A_SIGNAL = r'''
+import base64, ctypes, json, os, signal, sys, threading
+from coursekit.grading.sandbox import kernel_side, seccomp
+from coursekit.grading.sandbox.bubblewrap import python_paths
+
+filters = seccomp.filters()
+libc = ctypes.CDLL(None, use_errno=True)
+signal.signal(signal.SIGUSR1, lambda *_: None)  # installed without SA_RESTART: a waiting open() fails, EINTR
+path = ctypes.create_string_buffer(b"/grader/opened-before-the-signal", 64)
+listener, ready, moved_on, finished, ended = [], threading.Event(), threading.Event(), threading.Event(), []
+done_read, done_write = os.pipe()
+
+
+def target():  # this thread alone is watched: the filter and no_new_privs are the calling thread's
+    libc.prctl(kernel_side.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    listener.append(kernel_side._load_filter(base64.b64decode(filters["watch"]), filters["nr"], listener=True))
+    ready.set()
+    ended.append((libc.open(path, os.O_RDONLY), ctypes.get_errno()))  # waits for the supervisor
+    path.value = b"/grader/written-after-the-syscall-ended"  # the same memory, reused
+    moved_on.set()
+    os.write(done_write, b"x")
+    finished.wait(10)  # alive while the supervisor reads its memory
+
+
+thread = threading.Thread(target=target)
+thread.start()
+ready.wait(10)
+records = kernel_side._records
+
+
+def late_records(*args):  # a supervisor descheduled between receiving the notification and reading memory
+    signal.pthread_kill(thread.ident, signal.SIGUSR1)
+    moved_on.wait(10)
+    return records(*args)
+
+
+kernel_side._records = late_records
+observed = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+config = {"seccomp": filters, "python": python_paths(), "allowed": ["/usr", "/proc"], "tmp": "/tmp"}
+kernel_side._supervise(listener[0], done_read, observed, os.open("/proc", os.O_DIRECTORY),
+                       {"config": config, "cwd": "/tmp"})
+finished.set()
+thread.join(10)
+print(json.dumps(ended))
+'''
+
+
+def test_memory_read_after_a_signal_ended_the_syscall_is_no_record(tmp_path):
+    """seccomp_unotify(2): a signal ends the wait of a notified syscall, and the thread goes on and may
+    reuse the memory that held its arguments before the supervisor reads it (a supervisor slowed down
+    by load; here the signal is sent from inside the read). The supervisor checks that the notification
+    is still waiting (SECCOMP_IOCTL_NOTIF_ID_VALID) after reading: nothing is recorded of a syscall that
+    did not run, so a record does not depend on when the grader's processes were scheduled."""
+    observed = tmp_path / "observed"
+    run = subprocess.run([sys.executable, "-c", ENDED_BY_A_SIGNAL, str(observed)], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout) == [[-1, errno.EINTR]]  # the open failed: it never ran
+    assert read_observed(str(observed)) == []  # without the check: ("file", "/grader/written-after-...")

@@ -704,6 +704,7 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 1 << 3
 NOTIF_RECV, NOTIF_SEND = 0xC0502100, 0xC0182101  # SECCOMP_IOCTL_NOTIF_RECV / _SEND (linux/seccomp.h)
+NOTIF_ID_VALID = 0x40082102  # SECCOMP_IOCTL_NOTIF_ID_VALID (SECCOMP_IOW(2, __u64))
 NOTIF_SIZE, SECCOMP_USER_NOTIF_FLAG_CONTINUE = 80, 1
 MAX_OBSERVED = 200  # distinct records the supervisor writes for one kernel
 MAX_MESSAGES = 16   # headers of one sendmmsg whose addresses are read
@@ -993,6 +994,21 @@ def _records(host_proc: int, pid: int, args: tuple, watched: list, python: list[
     return records
 
 
+def _still_waiting(listener: int, notif_id: int) -> bool:
+    """Whether the notified thread still waits for our answer (SECCOMP_IOCTL_NOTIF_ID_VALID), so that
+    what was read from its memory was its syscall's arguments. A signal ends the wait at once (the
+    syscall fails with EINTR, or restarts and notifies again), and the thread may reuse that memory
+    before we read it: seccomp_unotify(2) checks the ID after reading /proc/PID/mem for this."""
+    import fcntl
+    import struct
+
+    try:
+        fcntl.ioctl(listener, NOTIF_ID_VALID, struct.pack("=Q", notif_id))
+    except OSError:
+        return False
+    return True
+
+
 def _take_listener(channel: socket.socket, kernel_fd: int) -> int | None:
     """The kernel's notification fd, copied out of it with pidfd_getfd(2): the kernel sends the number
     of its fd on `channel` (sendmsg, which passes fds, is a watched syscall, whose notification
@@ -1052,6 +1068,8 @@ def _supervise(listener: int, done: int, observed: int, host_proc: int, request:
                                    scratch, imports)
             except (OSError, IndexError):
                 records = []
+            if records and not _still_waiting(listener, notif_id):
+                records = []  # what was read is not that syscall's: a signal ended it (a restart notifies again)
             # written before the syscall goes on: a record is in the file before anything the syscall
             # lets the kernel do (reply, exit), so what the grader reads then does not depend on timing
             for record in records:
