@@ -95,3 +95,30 @@ def test_the_judges_budgets_in_all_are_counts_checked_before_its_clock_and_memor
     assert raised == over and judge._over_budget == ([over] if over else [])
     with pytest.raises(trusted.OverBudget, match="grader CPU"):  # the backstop behind them
         judge._check_judge_budget()
+
+
+DIES = '''import os, sys, time
+print("before the end", flush=True)
+time.sleep(0.5)  # the kernel's execute_input (its count of this cell) has long reached the grader
+os._exit(3)
+'''
+
+
+def test_a_cell_the_kernel_died_in_has_no_count_whenever_the_kernel_ended(released_course):
+    """A student whose cell ends the kernel (os._exit) got `In [n]` on its feedback page in one run and
+    `In [ ]` in another: whether the kernel's execute_input got out before its end. The cell never
+    finished, and has no count either way; here the kernel waits long enough for the count to arrive,
+    the case that used to keep it."""
+    recorder = record.Recorder(released_course, Config(released_course.config))
+    runner = execute.Runner(recorder.worker_config())
+    nb = k_correct(nbformat.read(released_course.release_notebook, as_version=4))
+    _extra(nb, _code(nb), DIES)
+    try:
+        executed = nbformat.reads(runner.run(nbformat.writes(nb)), as_version=4)
+    finally:
+        runner.close()
+        recorder.close()
+    died = [c for c in executed.cells if c.cell_type == "code" and "os._exit(3)" in c.source]
+    assert len(died) == 1 and any("before the end" in o.get("text", "") for o in died[0].outputs)
+    assert died[0].execution_count is None
+    assert any(o.get("ename") == executor.KERNEL_DIED for o in died[0].outputs)

@@ -372,6 +372,9 @@ class SandboxExecute(Execute):
                 if test is None:  # its checks are not run again (the test cells' visible lines are its own)
                     self._looped.update(interrupted_statement(cell))
         except (DeadKernelError, trusted.KernelDied):
+            # the kernel's count of this cell reached us or not, as the kernel's end raced its message
+            # (execute_input): the same page whichever came first, a cell that never finished has none
+            cell.execution_count = None
             if self._over_budget:
                 cell.outputs.append(error_output(trusted.OverBudget.ename, self._over_budget[-1]))
                 self._stopped = (trusted.OverBudget.ename, "not run: a message of the kernel was over the "
