@@ -206,14 +206,17 @@ def typeset_math(build: Build) -> None:
     pages = [path.read_text(encoding="utf-8") for path in paths]
     for path, html in zip(paths, pages, strict=True):
         if html.count("<main>") != 1 or html.count("</main>") != 1:
-            raise CourseError(f"{path}: no single <main> to typeset the formulas of ({TEMPLATE_DIR / 'preview.html.j2'})")
+            raise CourseError(f"{path}: no single <main> to typeset the formulas of "
+                              f"({TEMPLATE_DIR / 'preview.html.j2'})")
     done = subprocess.run([find_node(), str(TYPESET_MATH), str(build.root / MATHJAX)], capture_output=True, check=False,
                           input=json.dumps({"pages": [MAIN.search(html)[0] for html in pages]}).encode())
     if done.returncode != 0:
         last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
         raise CourseError(f"{TYPESET_MATH}: MathJax in node failed (exit {done.returncode}): {last}")
     typeset = json.loads(done.stdout)
-    sources = {page.target: page.source for page in build.pages} | {HOME: INDEX_QMD}
+    # the source a formula is written in: a lesson's .qmd (its branch notebooks are generated), a demo notebook
+    sources = {page.target: page.lesson.source if page.lesson else page.source for page in build.pages}
+    sources[HOME] = INDEX_QMD
     if typeset["errors"]:
         raise CourseError("\n".join(
             f"{sources.get(build.written[e['page']], build.written[e['page']])}: formula ${e['tex'].strip()}$ is "
