@@ -6,9 +6,9 @@ each lesson's demos, in course order; the navigation lists them as the Quarto pr
 (coursekit.nav), and each lesson's previous/next links point at its neighbours in the course
 (`link_neighbours`, also run on a Quarto-rendered site) or stay the source's plain text.
 Every script, style, font and image is served by the site itself
-(Mermaid and MathJax's fonts from node_modules), so a page makes no request beyond its own origin.
-The formulas are typeset at build time (`typeset_math`: MathJax in node, typeset_math.cjs), so a page
-loads no MathJax and does no typesetting while the runner's Python starts (issue 33).
+(Mermaid from node_modules), so a page makes no request beyond its own origin.
+The formulas are typeset at build time as SVG (`typeset_math`: MathJax in node, typeset_math.cjs), so a
+page loads no MathJax and does no typesetting while the runner's Python starts (issue 33).
 The in-browser runner (assets/runner/ and coursekit.runner, owned by the runner work) hooks in at two
 places, both only when `assets/runner/runner.js` exists: `page_head` (its tags on the lesson page) and
 the `add_runner` step (Pyodide, its files and its per-branch config).
@@ -41,11 +41,10 @@ QUARTO_VERSION = "1.10.18"  # the Quarto the site is tested against (.github/wor
 NOTICE = (f"预览版：由 nbconvert 生成（未安装 Quarto），有导航、搜索、公式、图和代码运行器。完整的 Quarto 站点请安装 "
           f"Quarto {QUARTO_VERSION}（本站测试所用的版本）后运行 make site。")
 MATHJAX = Path("node_modules/mathjax/es5")
-# The preview's formulas typeset at build time by MathJax in node (one run for all pages of a site), their
-# one stylesheet in the site, and the CHTML fonts it names (relative to the stylesheet's folder).
+# The preview's formulas typeset at build time as SVG by MathJax in node (one run for all pages of a site), and
+# MathJax's stylesheet for them in the site (each page links it).
 TYPESET_MATH = Path(__file__).parent / "typeset_math.cjs"
 MATH_CSS = "assets/vendor/mathjax/typeset.css"
-MATH_FONTS = Path("output/chtml/fonts/woff-v2")
 MAIN = re.compile(r"(?<=<main>)(.*)(?=</main>)", re.S)
 WRAPPER_TAB_STOP = re.compile(r'(<div class="(?:jp-Cell-inputWrapper|[^"]*\bjp-OutputArea-output)"[^>]*?) tabindex="0"')
 MERMAID = Path("node_modules/mermaid/dist/mermaid.min.js")
@@ -151,12 +150,6 @@ def copy_mathjax(build: Build) -> None:
     copy_tree(build.root / MATHJAX, build.site_dir / "assets/vendor/mathjax", skip=MATHJAX_SKIP, keep="tex-chtml.js")
 
 
-def copy_math_fonts(build: Build) -> None:
-    """Serve MathJax's CHTML fonts beside the typeset formulas' stylesheet (MATH_CSS), the only part of
-    MathJax a preview page loads."""
-    copy_tree(build.root / MATHJAX / MATH_FONTS, build.site_dir / Path(MATH_CSS).parent / MATH_FONTS)
-
-
 def copy_mermaid(build: Build) -> None:
     """Serve Mermaid's single-file bundle from assets/vendor/mermaid."""
     copy_file(build.root / MERMAID, build.site_dir / "assets/vendor/mermaid" / MERMAID.name)
@@ -198,10 +191,11 @@ def write_search_index(build: Build) -> None:
 
 
 def typeset_math(build: Build) -> None:
-    """Every written page's formulas as MathJax CHTML with assistive MathML, typeset at build time: one run of
+    """Every written page's formulas as MathJax's SVG with assistive MathML, typeset at build time: one run of
     TYPESET_MATH (MathJax in node) for the <main> of every page, which finds the TeX as MathJax in the page
-    did (same delimiters, escapes, skipped tags and classes), and one stylesheet for them all (MATH_CSS, each
-    page links it). A formula that is no valid TeX (or names an unknown macro) fails the build, naming it."""
+    did (same delimiters, escapes, skipped tags and classes) and defines the glyphs each page uses once in it,
+    and MathJax's stylesheet (MATH_CSS, each page links it). A formula that is no valid TeX (or names an
+    unknown macro) fails the build, naming it, and leaves every page as it was."""
     paths = [build.site_dir / rel for rel in build.written]
     pages = [path.read_text(encoding="utf-8") for path in paths]
     for path, html in zip(paths, pages, strict=True):
@@ -211,8 +205,8 @@ def typeset_math(build: Build) -> None:
     done = subprocess.run([find_node(), str(TYPESET_MATH), str(build.root / MATHJAX)], capture_output=True, check=False,
                           input=json.dumps({"pages": [MAIN.search(html)[0] for html in pages]}).encode())
     if done.returncode != 0:
-        last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
-        raise CourseError(f"{TYPESET_MATH}: MathJax in node failed (exit {done.returncode}): {last}")
+        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
+        raise CourseError(f"{TYPESET_MATH}: MathJax in node failed (exit {done.returncode}): {first}")
     typeset = json.loads(done.stdout)
     # the source a formula is written in: a lesson's .qmd (its branch notebooks are generated), a demo notebook
     sources = {page.target: page.lesson.source if page.lesson else page.source for page in build.pages}
@@ -310,7 +304,6 @@ def _neighbour_link(soup: BeautifulSoup, build: Build, page: Page, target: Page,
 PREVIEW_STEPS = (
     check_inputs,
     copy_site_assets,
-    copy_math_fonts,
     copy_mermaid,
     write_pages,
     write_home_page,

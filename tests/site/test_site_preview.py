@@ -168,8 +168,8 @@ def typeset_pages(site: Path, pages: dict[str, str]) -> preview.Build:
 
 def test_typeset_math_keeps_the_page_around_main_and_typesets_as_mathjax_in_the_page(tmp_path: Path) -> None:
     """Only <main> changes; TeX in code, in a tex2jax_ignore box and an escaped dollar stay text; `<` and `&`
-    in a formula (a `cases` block) come out as MathML, not as escapes; the one stylesheet holds the characters
-    of every page and matches the formulas' x-height to the text's, as MathJax in the page did."""
+    in a formula (a `cases` block) come out as MathML, not as escapes; each page defines the glyphs it draws;
+    an inline formula's depth is on its box (which scrolls on a phone, site.css); one stylesheet."""
     head = '<html><head><script>var x = "$a$";</script></head><body><nav>$b$</nav><main>'
     pages = {"a.html": head + r"<p>if $\sigma<\epsilon$ then \(x\) costs \$5</p><pre>$y$</pre>"
                               r'<div class="tex2jax_ignore">$z$</div></main></body></html>',
@@ -182,9 +182,12 @@ def test_typeset_math_keeps_the_page_around_main_and_typesets_as_mathjax_in_the_
     assert "costs $5" in main.get_text() and main.pre.get_text() == "$y$" and "$z$" in main.div.get_text()
     cases = BeautifulSoup(c, "html.parser").main.select_one("mjx-container[display=true]")
     assert cases.select_one("mjx-assistive-mml").get_text() == "{1x≥00x<0"
+    for html, glyph in ((a, "MJX-TEX-N-3C"), (c, "MJX-TEX-N-2265")):  # `<`, `≥`: drawn and defined in the page
+        assert f'xlink:href="#{glyph}"' in html and f'id="{glyph}"' in html, glyph
+    inline = main.select_one("mjx-container")
+    assert "vertical-align: -" in inline["style"] and "vertical-align" not in inline.svg.get("style", "")
     css = (tmp_path / preview.MATH_CSS).read_text(encoding="utf-8")
-    assert ".mjx-c3C::before" in css and ".mjx-c2265::before" in css, "a character of each page has its style"
-    assert "font-size: calc(1ex / 0.442)" in css and "url(\"output/chtml/fonts/woff-v2/MathJax_Zero.woff" in css
+    assert 'mjx-container[jax="SVG"]' in css
 
 
 def test_a_formula_mathjax_cannot_read_fails_the_build_naming_it(tmp_path: Path) -> None:
