@@ -14,10 +14,14 @@ notebook is missing), serves it on 127.0.0.1 and, in N fresh browser contexts (e
   the lesson page, and a Run of `pass` (the worker's round trip without the checks).
 
 The same is measured on the lesson in the shape of a Quarto page (Quarto cannot run here): the
-preview's lesson content in a Bootstrap page with site.css, MathJax where Quarto puts it, and the <head>
-Quarto writes for runner.lua's dependencies, computed by running the filter (tests/runner/quarto_filter.py):
-the inline worker boot, then runner.js and its files from site_libs/quarto-contrib/; and, as a baseline,
-the same page without the boot (runner.js starts the worker, as before issue 22).
+preview's lesson content with its formulas as TeX (as Quarto writes them) in a Bootstrap page with site.css,
+MathJax where Quarto puts it, and the <head> Quarto writes for runner.lua's dependencies, computed by running
+the filter (tests/runner/quarto_filter.py): the inline worker boot, then runner.js and its files from
+site_libs/quarto-contrib/; and, as a baseline, the same page without the boot (runner.js starts the worker, as
+before issue 22). A second baseline, "preview_mathjax", is the preview's lesson page as it was before its
+formulas were typeset at build time (issue 33): the same page with the TeX, the site's MathJax and its options
+and typesetting order (assets/site/quarto-head.html) in the page: what build-time typesetting saves, measured
+in the same rounds.
 
 Each round measures the blank page, then every page in turn (in reverse order every other round), then the
 blank page again; a page's ratio is its first Check over the mean of that round's two blank-page loads, so
@@ -27,9 +31,10 @@ median, min and max of each ratio with the targets (issues 12 and 33: first Chec
 both renderings, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
 
 --first-only measures only the first Check (quicker rounds); --variants adds, first Check only, each page
-with one piece of its start-up work taken out or changed (VARIANTS: no MathJax, MathJax typesetting every
-formula at once, MathJax loaded but no formula typeset before Python has started, MathJax's components without
-its context menu, no site.js, no head boot): what the first Check loses to each.
+with one piece of its start-up work taken out or changed (VARIANTS: on the Quarto-shaped page no MathJax,
+MathJax typesetting every formula at once, MathJax loaded but no formula typeset before Python has started,
+MathJax's components without its context menu; on the preview no site.js, no head boot): what the first Check
+loses to each. (The preview's pages load no MathJax: their formulas are typeset when the site is built.)
 
 With --first-only, each load also reads Chromium's CPU seconds from /proc (the browser's processes, the page's
 renderer with the runner's worker read before its context closes) and prints each page's and variant's CPU
@@ -102,10 +107,11 @@ QUARTO_PAGE = """<!DOCTYPE html>
 
 
 def build_quarto_page(site: Path, target: str, folder: str = "quarto", leave_out: tuple[str, ...] = ()) -> str:
-    """The preview's lesson content as a Quarto-shaped page at <folder>/<name>.html (without runner.lua's
-    dependencies named in `leave_out`); return that path."""
+    """The preview's lesson content with its formulas as TeX (the page at `target` under TEX_SITE) as a
+    Quarto-shaped page at <folder>/<name>.html (without runner.lua's dependencies named in `leave_out`); return
+    that path."""
     page = f"{folder}/{Path(target).name}"
-    soup = BeautifulSoup((site / target).read_text(encoding="utf-8"), "html.parser")
+    soup = BeautifulSoup((site / TEX_SITE / target).read_text(encoding="utf-8"), "html.parser")
     body = "".join(str(node) for node in soup.find("main").contents)
     lib = site / "site_libs" / "quarto-contrib" / "course-runner-2.0.0"
     lib.mkdir(parents=True, exist_ok=True)
@@ -134,12 +140,46 @@ class QuietServer(http.server.ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+# Where build_site writes the lesson page with its formulas as TeX (the pages of the preview have them typeset).
+TEX_SITE = "tex-source"
+# The preview's page as it was before its formulas were typeset at build time: its TeX delimiters, then the
+# site's MathJax options and typesetting order (quarto-head.html) and MathJax, as preview.html.j2 wrote them.
+PREVIEW_MATHJAX = """{head}
+<script>
+MathJax.tex = {{inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]],
+  processEscapes: true, processEnvironments: true}};
+MathJax.options.ignoreHtmlClass = "tex2jax_ignore";
+MathJax.options.processHtmlClass = "tex2jax_process";
+</script>
+<script defer src="../assets/vendor/mathjax/tex-chtml.js"></script>"""
+MATH_CSS_LINK = re.compile(r'<link\b[^>]*\bhref="[^"]*' + re.escape(preview.MATH_CSS) + '"[^>]*>')
+
+
 def build_site(out: Path) -> str:
-    """The exercise preview in `out`; return the lesson page's path inside it."""
+    """The exercise preview in `out`, with the site's MathJax (for the Quarto-shaped pages) and the lesson page
+    with its formulas as TeX under out/TEX_SITE; return the lesson page's path inside each."""
     if not (ROOT / LESSON.release_notebook).is_file():
         assert coursekit(["release"]) == 0, "coursekit release failed"
     preview.build_preview(ROOT, "exercise", out, lesson=LESSON.id)
+    tex = preview.Build(root=ROOT, branch=preview.BRANCHES["exercise"], site_dir=out / TEX_SITE, lesson=LESSON.id)
+    preview.write_pages(tex)
+    preview.copy_mathjax(preview.Build(root=ROOT, branch=preview.BRANCHES["exercise"], site_dir=out))
     return preview.lesson_page(LESSON, "exercise").target
+
+
+def build_preview_with_mathjax(site: Path, target: str) -> str:
+    """The preview's lesson page with its formulas as TeX and MathJax in the page (PREVIEW_MATHJAX) instead of
+    the typeset formulas' stylesheet, beside it as <name>-mathjax.html; return that path."""
+    page = (site / target).read_text(encoding="utf-8")
+    tex = (site / TEX_SITE / target).read_text(encoding="utf-8")
+    head = PREVIEW_MATHJAX.format(head=(ROOT / "assets/site/quarto-head.html").read_text(encoding="utf-8"))
+    page, links = MATH_CSS_LINK.subn(lambda _m: head, page)
+    page, mains = preview.MAIN.subn(lambda _m: preview.MAIN.search(tex)[0], page)
+    if (links, mains) != (1, 1):
+        raise SystemExit(f"error: {target}: {links} typeset-math stylesheet links and {mains} <main> to replace")
+    out = str(Path(target).with_name(f"{Path(target).stem}-mathjax.html"))
+    (site / out).write_text(page, encoding="utf-8")
+    return out
 
 
 def chromium_cpu() -> dict[int, float]:
@@ -249,14 +289,10 @@ LEAN_MATHJAX_FILES = ("startup.js", "core.js")
 LEAN_MATHJAX = ('<script>MathJax.loader = {load: ["input/tex", "output/chtml", "a11y/assistive-mml"]};</script>'
                 '<script defer src="../assets/vendor/mathjax/startup.js"></script>')
 VARIANTS = {
-    "preview, no MathJax": ("preview", [(MATHJAX_SCRIPT, "")]),
-    "preview, MathJax without its menu": ("preview", [(MATHJAX_SCRIPT, LEAN_MATHJAX)]),
     "quarto, MathJax without its menu": ("quarto", [(MATHJAX_SCRIPT, LEAN_MATHJAX)]),
-    "preview, MathJax all at once": ("preview", [(ALL_AT_ONCE, "if (true ||")]),
     "preview, no site.js (search, Mermaid, scroll boxes)": ("preview", [(SITE_JS, "")]),
     "preview, no head boot": ("preview", [(HEAD_BOOT, "")]),
     "quarto, no MathJax": ("quarto", [(MATHJAX_SCRIPT, "")]),
-    "preview, nothing typeset before Python": ("preview", [(NEAR_AT_ONCE, "return left = now.concat(left), queue;")]),
     "quarto, nothing typeset before Python": ("quarto", [(NEAR_AT_ONCE, "return left = now.concat(left), queue;")]),
     "quarto, MathJax all at once": ("quarto", [(ALL_AT_ONCE, "if (true ||")]),
 }
@@ -325,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         server = QuietServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
         threading.Thread(target=server.serve_forever, daemon=True).start()
         pages = {"preview": target, "quarto": build_quarto_page(site, target),  # as runner.lua gives it
-                 "quarto_no_boot": build_quarto_page(site, target, "quarto-no-boot", ("course-runner-boot",))}
+                 "quarto_no_boot": build_quarto_page(site, target, "quarto-no-boot", ("course-runner-boot",)),
+                 "preview_mathjax": build_preview_with_mathjax(site, target)}
         variants = {label: write_variant(site, pages[kind], label, changes)
                     for label, (kind, changes) in VARIANTS.items()} if args.variants else {}
         if args.variants:
@@ -382,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
         print(LINE.format(name=f"FIRST CHECK RATIO {title} / blank page  [target <= 1.1]", value=spread(ratios(name))))
     print(LINE.format(name="same Quarto page without runner.lua's head boot / blank  [baseline]",
                       value=spread(ratios("quarto_no_boot"))))
+    print(LINE.format(name="preview page with MathJax in the page (before issue 33) / blank  [baseline]",
+                      value=spread(ratios("preview_mathjax"))))
     for name in variants:
         print(LINE.format(name=f"variant: {name} / blank", value=spread(ratios(name))))
     if args.first_only and all(r["bare"]["cpu"] for r in runs):

@@ -2,13 +2,14 @@
 
     python bench/trace_runner_start.py [--repeat N]
 
-Builds the exercise preview and the Quarto-shaped page as bench/bench_runner.py does, loads each in a fresh
+Builds the exercise preview, the Quarto-shaped page and the preview page with MathJax in the page (its formulas
+typeset there, as before they were typeset at build time) as bench/bench_runner.py does, loads each in a fresh
 context with a trace running, and stops at the first moment the widget says Python is ready. Prints, per
 page, the main thread's CPU time (the trace's thread time, which another process's load does not inflate)
 from navigation to that moment: in all, and by kind of work (a script's evaluation or calls by its URL,
 layout, style, parsing, paint). On a 2-core machine this is CPU the worker's Pyodide start competes with.
-Medians over N loads; nothing is asserted. --variants adds bench_runner's VARIANTS (no MathJax, MathJax
-typesetting every formula at once, ...).
+Medians over N loads; nothing is asserted. --variants adds bench_runner's VARIANTS (the Quarto-shaped page
+without MathJax, with MathJax typesetting every formula at once, ...).
 
 --to-check counts up to the first Check's result instead, the Check clicked as soon as the widget is there
 (as bench_runner.py does): the click scrolls the page to the exercise, and what the page does for the formulas
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "_site"
         target = bench_runner.build_site(site)
-        pages = {"preview": target, "quarto": bench_runner.build_quarto_page(site, target)}
+        pages = {"preview": target, "quarto": bench_runner.build_quarto_page(site, target),
+                 "preview_mathjax": bench_runner.build_preview_with_mathjax(site, target)}  # before build-time math
         if args.variants:
             pages |= {label: bench_runner.write_variant(site, pages[page], label, changes)
                       for label, (page, changes) in bench_runner.VARIANTS.items()}

@@ -58,8 +58,10 @@
   // so the keyboard can reach and scroll it (axe-core rule scrollable-region-focusable). Checked at
   // load (on the exercise page once the runner's Python has started: afterPythonStarts), on resize, and
   // when the page's content changes (formulas typeset, a diagram drawn).
+  // A typeset formula's parts never scroll, only its box (mjx-container, site.css): they are not read, which spares
+  // the style of some 5,000 elements on the lesson page, whose formulas are all typeset at load (issue 33).
   function markScrollBoxes() {
-    document.querySelectorAll("main *").forEach(function (box) {
+    document.querySelectorAll("main *:not(mjx-container *)").forEach(function (box) {
       if (box.closest(".cr-widget")) return; // the runner's code editor is a tab stop of its own
       var style = getComputedStyle(box);
       var scrolls = (/auto|scroll/.test(style.overflowX) && box.scrollWidth > box.clientWidth + 1)

@@ -6,7 +6,9 @@ each lesson's demos, in course order; the navigation lists them as the Quarto pr
 (coursekit.nav), and each lesson's previous/next links point at its neighbours in the course
 (`link_neighbours`, also run on a Quarto-rendered site) or stay the source's plain text.
 Every script, style, font and image is served by the site itself
-(MathJax and Mermaid from node_modules), so a page makes no request beyond its own origin.
+(Mermaid from node_modules), so a page makes no request beyond its own origin.
+The formulas are typeset at build time as SVG (`typeset_math`: MathJax in node, typeset_math.cjs), so a
+page loads no MathJax and does no typesetting while the runner's Python starts (issue 33).
 The in-browser runner (assets/runner/ and coursekit.runner, owned by the runner work) hooks in at two
 places, both only when `assets/runner/runner.js` exists: `page_head` (its tags on the lesson page) and
 the `add_runner` step (Pyodide, its files and its per-branch config).
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -38,8 +41,11 @@ QUARTO_VERSION = "1.10.18"  # the Quarto the site is tested against (.github/wor
 NOTICE = (f"预览版：由 nbconvert 生成（未安装 Quarto），有导航、搜索、公式、图和代码运行器。完整的 Quarto 站点请安装 "
           f"Quarto {QUARTO_VERSION}（本站测试所用的版本）后运行 make site。")
 MATHJAX = Path("node_modules/mathjax/es5")
-# MathJax's options and typesetting order, one file for both renderings (the Quarto pages' include-in-header)
-MATHJAX_HEAD = Path("assets/site/quarto-head.html")
+# The preview's formulas typeset at build time as SVG by MathJax in node (one run for all pages of a site), and
+# MathJax's stylesheet for them in the site (each page links it).
+TYPESET_MATH = Path(__file__).parent / "typeset_math.cjs"
+MATH_CSS = "assets/vendor/mathjax/typeset.css"
+MAIN = re.compile(r"(?<=<main>)(.*)(?=</main>)", re.S)
 WRAPPER_TAB_STOP = re.compile(r'(<div class="(?:jp-Cell-inputWrapper|[^"]*\bjp-OutputArea-output)"[^>]*?) tabindex="0"')
 MERMAID = Path("node_modules/mermaid/dist/mermaid.min.js")
 PYODIDE = Path("node_modules/pyodide")
@@ -120,7 +126,7 @@ def check_inputs(build: Build) -> None:
              for page in build.pages}
     fixes |= {
         INDEX_QMD: "restore it from git",
-        MATHJAX / "tex-chtml.js": "run `make setup` (npm ci)",
+        MATHJAX / "node-main.js": "run `make setup` (npm ci)",
         MERMAID: "run `make setup` (npm ci)",
     }
     if build.has_runner and build.branch.name == "exercise":
@@ -129,6 +135,7 @@ def check_inputs(build: Build) -> None:
     for path, fix in fixes.items():
         if not (build.root / path).is_file():
             raise CourseError(f"{path}: missing; {fix}")
+    find_node()
 
 
 def copy_site_assets(build: Build) -> None:
@@ -138,7 +145,8 @@ def copy_site_assets(build: Build) -> None:
 
 
 def copy_mathjax(build: Build) -> None:
-    """Serve MathJax 3 (tex-chtml and what it loads lazily) from assets/vendor/mathjax."""
+    """Serve MathJax 3 (tex-chtml and what it loads lazily) from assets/vendor/mathjax: a Quarto page's MathJax
+    (coursekit.site's post-render; the preview's pages load none, their formulas are typeset at build time)."""
     copy_tree(build.root / MATHJAX, build.site_dir / "assets/vendor/mathjax", skip=MATHJAX_SKIP, keep="tex-chtml.js")
 
 
@@ -180,6 +188,38 @@ def write_search_index(build: Build) -> None:
         entries.extend(page_sections(soup, rel))
     index = {"sections": entries, "words": cjk_bigrams(" ".join(e["section"] + " " + e["text"] for e in entries))}
     (build.site_dir / "search.json").write_text(json.dumps(index, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
+def typeset_math(build: Build) -> None:
+    """Every written page's formulas as MathJax's SVG with assistive MathML, typeset at build time: one run of
+    TYPESET_MATH (MathJax in node) for the <main> of every page, which finds the TeX as MathJax in the page
+    did (same delimiters, escapes, skipped tags and classes) and defines the glyphs each page uses once in it,
+    and MathJax's stylesheet (MATH_CSS, each page links it). A formula that is no valid TeX (or names an
+    unknown macro) fails the build, naming it, and leaves every page as it was."""
+    paths = [build.site_dir / rel for rel in build.written]
+    pages = [path.read_text(encoding="utf-8") for path in paths]
+    for path, html in zip(paths, pages, strict=True):
+        if html.count("<main>") != 1 or html.count("</main>") != 1:
+            raise CourseError(f"{path}: no single <main> to typeset the formulas of "
+                              f"({TEMPLATE_DIR / 'preview.html.j2'})")
+    done = subprocess.run([find_node(), str(TYPESET_MATH), str(build.root / MATHJAX)], capture_output=True, check=False,
+                          input=json.dumps({"pages": [MAIN.search(html)[0] for html in pages]}).encode())
+    if done.returncode != 0:
+        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
+        raise CourseError(f"{TYPESET_MATH}: MathJax in node failed (exit {done.returncode}): {first}")
+    typeset = json.loads(done.stdout)
+    # the source a formula is written in: a lesson's .qmd (its branch notebooks are generated), a demo notebook
+    sources = {page.target: page.lesson.source if page.lesson else page.source for page in build.pages}
+    sources[HOME] = INDEX_QMD
+    if typeset["errors"]:
+        raise CourseError("\n".join(
+            f"{sources.get(build.written[e['page']], build.written[e['page']])}: formula ${e['tex'].strip()}$ is "
+            f"not valid TeX for MathJax: {e['message']}" for e in typeset["errors"]))
+    css = build.site_dir / MATH_CSS
+    css.parent.mkdir(parents=True, exist_ok=True)
+    css.write_text(typeset["css"], encoding="utf-8")
+    for path, html, main in zip(paths, pages, typeset["pages"], strict=True):
+        path.write_text(MAIN.sub(lambda _m, main=main: main, html, count=1), encoding="utf-8")
 
 
 def add_runner(build: Build) -> None:
@@ -259,16 +299,17 @@ def _neighbour_link(soup: BeautifulSoup, build: Build, page: Page, target: Page,
 
 
 # Order matters: check before writing; pages before the home page only for a stable `written` order;
-# the search index reads the written pages; the runner goes last so its config sees the final site.
+# the search index reads the written pages' TeX, so the formulas are typeset after it (and after the last
+# step that re-writes a page); the runner goes last so its config sees the final site.
 PREVIEW_STEPS = (
     check_inputs,
     copy_site_assets,
-    copy_mathjax,
     copy_mermaid,
     write_pages,
     write_home_page,
     write_search_index,
     link_neighbours,
+    typeset_math,
     add_runner,
 )
 
@@ -294,8 +335,7 @@ def write_html(build: Build, target: str, nb: nbformat.NotebookNode, runner: Les
     exercise the page's runner runs, None for a page without one)."""
     root = "../" * target.count("/")
     site = {"root": root, "title": build.course.title, "branch": build.branch.name, "notice": build.notice,
-            "nav": nav_links(build, target, root),
-            "mathjax_head": (build.root / MATHJAX_HEAD).read_text(encoding="utf-8")}
+            "nav": nav_links(build, target, root), "math_css": MATH_CSS}
     exporter = HTMLExporter(
         template_name="lab", template_file="preview.html.j2", extra_template_paths=[str(TEMPLATE_DIR)]
     )
@@ -325,6 +365,15 @@ def page_head(build: Build, root: str, runner: LessonEntry | None) -> str:
         return ""
     module = import_runner()
     return module.head_tags(root, config=module.config_name(runner.slug))
+
+
+def find_node() -> str:
+    """The node executable that typesets the formulas, or a CourseError saying how to get it."""
+    node = shutil.which("node")
+    if node is None:
+        raise CourseError(f"node: not found on PATH; the preview typesets its formulas with MathJax in node "
+                          f"({TYPESET_MATH.name}): install Node.js 18 or later, as `make setup` does")
+    return node
 
 
 def import_runner() -> ModuleType:

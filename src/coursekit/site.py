@@ -4,7 +4,7 @@ Quarto: `quarto render --profile exercise` (-> _site/) then `--profile solution`
 with QUARTO_PYTHON pointing at the project's virtualenv. Preview: `coursekit.preview` for both branches,
 then a notice saying what was built and how to get the Quarto site.
 `coursekit site --post-render` is the Quarto post-render hook (run by assets/site/post-render.ts, see
-_quarto.yml): it gives the rendered site the runner's files and MathJax, as the preview does, and keeps
+_quarto.yml): it gives the rendered site the runner's files, as the preview has them, and MathJax, and keeps
 the site self-hosted: it drops the one CDN script Quarto's HTML template adds with MathJax (a polyfill)
 and fails if any page still loads a script, style, font or image from another host, naming the page, the
 URL, the output or line of the page's source that makes Quarto add it, and the fix (coursekit.quarto_rules).
@@ -70,8 +70,8 @@ def off_host_problem(build: preview.Build, page: str, url: str, sources: Mapping
             f"_quarto-{build.branch.name}.yml, {HEAD_INCLUDE} and {THEME} and serve the file from assets/")
 
 
-# What a Quarto render lacks that the preview has: the runner's files, its Pyodide copy, MathJax and the
-# lessons' neighbour links (previous/next); then the self-hosting check.
+# What a Quarto render lacks: the runner's files and its Pyodide copy, MathJax (its pages typeset in the browser;
+# the preview's at build time) and the lessons' neighbour links (previous/next); then the self-hosting check.
 POST_RENDER_STEPS = (preview.copy_site_assets, preview.copy_mathjax, preview.link_neighbours, preview.add_runner,
                      self_host)
 PREVIEW_NOTICE = """\

@@ -624,14 +624,16 @@ SCROLL_TO_WAITING_TEX = r"""() => {  /* the first shown text still in raw TeX, t
 }"""
 
 
-@pytest.mark.parametrize("name", ["real", "quarto_math"], ids=["preview", "quarto"])
-def test_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pythons_start(fresh_context, pages, name) -> None:
+def test_quarto_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pythons_start(fresh_context,
+                                                                                          pages) -> None:
     """With Pyodide's wasm held back (Python neither starts nor fails), the formulas on screen and a screen
     below are typeset (issue 25: no raw TeX in view) and the others wait (issue 33: compiling them all
     competed with Pyodide's start); those scrolled to are typeset at once, still before Python has
     started; once Python has started every formula is typeset without any scrolling, after the result of a
-    Check pressed while Python was starting (no typesetting while it is pending). Both renderings: the
-    preview, and the DOM Quarto writes with the site's include-in-header, MathJax and runner.lua's <head>."""
+    Check pressed while Python was starting (no typesetting while it is pending). The DOM Quarto writes with
+    the site's include-in-header, MathJax and runner.lua's <head>; the preview's formulas are typeset when it
+    is built (tests/site/test_site_browser.py: typeset as the page is parsed, no MathJax)."""
+    name = "quarto_math"
     held = []
     fresh_context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
     page = fresh_context.new_page()

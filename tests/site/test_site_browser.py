@@ -23,10 +23,8 @@ PAGES = [
 
 
 def open_page(page: object, url: str) -> None:
-    """Load a page, scroll through it as a reader would (site.js draws a diagram when it comes near the
-    viewport; MathJax typesets the formulas near the screen at once and the others as they come near or,
-    on a page with the runner, once its Python has started: assets/site/quarto-head.html), and wait until
-    every formula is typeset (window.courseMathTypeset)."""
+    """Load a page and scroll through it as a reader would (site.js draws a diagram when it comes near the
+    viewport; the formulas are typeset when the site is built: coursekit.preview.typeset_math)."""
     page.bring_to_front()  # a background tab gets no frames, so no IntersectionObserver callback
     page.goto(url, wait_until="networkidle")
     page.evaluate("""async () => {
@@ -40,12 +38,6 @@ def open_page(page: object, url: str) -> None:
         }
         scrollTo(0, 0);
     }""")
-    # every wait is bounded: an evaluate that awaits a promise has no Playwright timeout of its own
-    page.wait_for_function("() => !window.MathJax || window.courseMathTypeset", timeout=30_000)
-    page.evaluate("() => { (window.courseMathTypeset || Promise.resolve())"
-                  ".then(() => { window.__courseMathTypeset = true; }); }")
-    page.wait_for_function("() => window.__courseMathTypeset === true",
-                           timeout=120_000)  # the runner's Python starts slowly on a loaded 2-core machine
 
 
 # resolves after two frames, or after 100 ms where no frame comes (a background page)
@@ -296,34 +288,54 @@ def test_every_figure_has_alt_text_and_the_diagram_a_label(branch, page_and_log,
     assert svg.get_attribute("role")
 
 
-# When the runner's Python started and when every formula was typeset, on the page's clock.
-WHEN = """document.addEventListener("course-runner-started", () => { window.__startedAt = performance.now(); });
-const waitForMathJax = setInterval(() => {
-    if (!window.courseMathTypeset) return;
-    clearInterval(waitForMathJax);
-    courseMathTypeset.then(() => { window.__typesetAt = performance.now(); });
-}, 10);"""
+# What a page shows of its formulas as soon as its HTML is parsed (before any script of the page has run): the
+# typeset formulas, the text a reader or screen reader gets of each (MathJax's assistive MathML), the TeX left
+# as text and the scripts the page asked for.
+AT_PARSE = """() => ({
+    typeset: document.querySelectorAll('mjx-container').length,
+    display: document.querySelectorAll('mjx-container[display=true]').length,
+    spoken: [...document.querySelectorAll('mjx-container > mjx-assistive-mml')].map(m => m.textContent),
+    hidden: [...document.querySelectorAll('mjx-container')]
+        .every(m => m.querySelector(':scope > svg').getAttribute('aria-hidden') === 'true'),
+    glyphs: [...document.querySelectorAll('mjx-container use')].map(u => u.href.baseVal),
+    missing: [...document.querySelectorAll('mjx-container use')].map(u => u.href.baseVal)
+        .filter(ref => !document.getElementById(ref.slice(1))),
+    code: [...document.querySelectorAll('main code')].map(c => c.textContent),
+    scripts: [...document.scripts].map(s => s.src).filter(Boolean),
+})"""
 
 
-def test_the_lesson_typesets_every_formula_after_pythons_start_and_other_pages_at_once(browser, site_urls) -> None:
-    """On the exercise page the formulas away from the screen wait for the runner's Python to start (issue
-    33: compiling them competed with Pyodide's start), then come without any scrolling; a page without the
-    runner (the demo) typesets every formula at once, Python or not."""
+@pytest.mark.parametrize("branch", list(preview.BRANCHES))
+def test_the_preview_shows_its_formulas_typeset_with_no_mathjax_and_nothing_off_localhost(branch, browser,
+                                                                                            site_urls) -> None:
+    """The preview's formulas are typeset when the site is built (issue 33: typesetting in the page competed
+    with Pyodide's start for the first Check): with every request off 127.0.0.1 refused, the lesson page and
+    the demo hold their formulas typeset as soon as the HTML is parsed, with no TeX left as text (issue 25),
+    load no MathJax, keep `<` exactly in a formula and in code (issue 33: the lesson's answers hold `<`), give
+    each formula its MathML for screen readers and draw each glyph from the page's own definitions (SVG)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.add_init_script(WHEN)
+    refused: list[str] = []
+    context.route(re.compile(r"^(?!http://127\.0\.0\.1:)"), lambda route: (refused.append(route.request.url),
+                                                                            route.abort()))
     try:
         page = context.new_page()
-        page.goto(site_urls["exercise"] + LESSON_PAGE["exercise"])
-        page.wait_for_function("() => window.__typesetAt !== undefined", timeout=120_000)
-        started, typeset = page.evaluate("[window.__startedAt, window.__typesetAt]")
-        assert started is not None and typeset >= started, f"all typeset at {typeset} ms, Python started at {started}"
-        assert page.evaluate(RAW_TEX) == []
-        assert page.locator("mjx-container").count() > 20
-        demo = context.new_page()
-        demo.goto(site_urls["exercise"] + LESSON_11.demos[0].target)
-        demo.wait_for_function("() => window.__typesetAt !== undefined", timeout=60_000)
-        assert demo.evaluate("document.documentElement.dataset.courseRunnerStarting") is None
-        assert demo.evaluate(RAW_TEX) == []
-        assert demo.locator("mjx-container").count() > 0
+        for target, display in ((LESSON_PAGE[branch], 2), (LESSON_11.demos[0].target, 0)):  # display formulas
+            page.goto(site_urls[branch] + target, wait_until="commit")
+            page.wait_for_load_state("domcontentloaded")
+            seen = page.evaluate(AT_PARSE)
+            assert page.evaluate(RAW_TEX) == [], f"{target}: TeX left as text"
+            assert seen["typeset"] > 20 and seen["display"] >= display and seen["hidden"], (target, seen)
+            assert not [s for s in seen["scripts"] if "mathjax" in s.lower()], seen["scripts"]
+            page.wait_for_load_state("networkidle")
+            assert page.evaluate("() => window.MathJax") is None, f"{target}: MathJax was loaded"
+            assert seen["glyphs"] and not seen["missing"], f"{target}: glyphs not defined: {seen['missing']}"
+        page.goto(site_urls[branch] + LESSON_PAGE[branch], wait_until="domcontentloaded")
+        seen = page.evaluate(AT_PARSE)
+        # the lesson's rule (`\sigma < \epsilon_{\text{std}}` in a `cases` block, `\text{std} < ...` in a table,
+        # `\hat A_i < 0`) and its code `std < eps`, as written
+        assert any("σ≥ϵstd0,σ<ϵstd" in text for text in seen["spoken"]), seen["spoken"][:3]
+        assert {"std<ϵstd=10−8", "A^i<0"} <= set(seen["spoken"]), seen["spoken"]
+        assert "std < eps" in seen["code"], seen["code"][:10]
+        assert refused == [], refused
     finally:
         context.close()

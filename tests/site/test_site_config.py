@@ -161,14 +161,12 @@ def test_the_theme_fetches_no_web_font_and_uses_the_chinese_font_stack() -> None
     assert "@import" not in scss and "url(" not in scss
 
 
-def test_mathjax_options_make_formulas_no_tab_stops_in_both_renderings() -> None:
-    """One file of MathJax options and typesetting order: the Quarto pages' include-in-header, which the
-    preview's template inlines."""
+def test_mathjax_options_make_the_quarto_pages_formulas_no_tab_stops() -> None:
+    """The Quarto pages' MathJax options and typesetting order come from their include-in-header (the preview's
+    pages load no MathJax: their formulas are typeset at build time, tests/site/test_site_preview.py)."""
     include = load("_quarto.yml")["format"]["html"]["include-in-header"]
     head = (ROOT / include).read_text(encoding="utf-8")
-    template = (ROOT / "src/coursekit/templates/preview.html.j2").read_text(encoding="utf-8")
     assert re.search(r"menuOptions:\s*\{\s*settings:\s*\{\s*inTabOrder:\s*false", head)
-    assert str(preview.MATHJAX_HEAD) == include and "{{ resources.site.mathjax_head }}" in template
 
 
 def test_figure_resources_are_anchored_at_the_project_root() -> None:

@@ -78,7 +78,7 @@ def test_preview_writes_the_quarto_site_paths(sites: dict[str, Path]) -> None:
         lesson_page = preview.lesson_page(LESSON_11, name).target
         for rel in ("index.html", lesson_page, DEMO_TARGET, "search.json",
                     "assets/site/site.css", "assets/site/site.js",
-                    "assets/vendor/mathjax/tex-chtml.js", "assets/vendor/mermaid/mermaid.min.js"):
+                    preview.MATH_CSS, "assets/vendor/mermaid/mermaid.min.js"):
             assert (site / rel).is_file(), f"{site.name}/{rel} missing"
         figures = sorted(p.name for p in (ROOT / "assets" / "figs").glob("*.png"))
         assert figures, "assets/figs has no figures; run `make figures`"
@@ -144,6 +144,58 @@ def test_missing_branch_notebook_names_the_file_and_the_fix(tmp_path: Path) -> N
     with pytest.raises(CourseError, match=r"exercises/lesson11_grpo\.ipynb: missing; run `make branches`"):
         preview.build_preview(tmp_path, "exercise", tmp_path / "out")
     assert not (tmp_path / "out").exists(), "a failed check must write nothing"
+
+
+def test_without_node_the_preview_fails_in_one_line_and_writes_nothing(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no node here
+    with pytest.raises(CourseError, match=r"^node: not found on PATH; the preview typesets its formulas") as error:
+        preview.build_preview(ROOT, "exercise", tmp_path / "out")
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "out").exists(), "a failed check must write nothing"
+
+
+def typeset_pages(site: Path, pages: dict[str, str]) -> preview.Build:
+    """`pages` ({path in the site: html}) written into `site` as the preview writes them, then typeset."""
+    build = preview.Build(root=ROOT, branch=preview.BRANCHES["exercise"], site_dir=site)
+    for rel, html in pages.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(html, encoding="utf-8")
+        build.written.append(rel)
+    preview.typeset_math(build)
+    return build
+
+
+def test_typeset_math_keeps_the_page_around_main_and_typesets_as_mathjax_in_the_page(tmp_path: Path) -> None:
+    """Only <main> changes; TeX in code, in a tex2jax_ignore box and an escaped dollar stay text; `<` and `&`
+    in a formula (a `cases` block) come out as MathML, not as escapes; each page defines the glyphs it draws;
+    an inline formula's depth is on its box (which scrolls on a phone, site.css); one stylesheet."""
+    head = '<html><head><script>var x = "$a$";</script></head><body><nav>$b$</nav><main>'
+    pages = {"a.html": head + r"<p>if $\sigma<\epsilon$ then \(x\) costs \$5</p><pre>$y$</pre>"
+                              r'<div class="tex2jax_ignore">$z$</div></main></body></html>',
+             "b/c.html": head + r"<p>$$\begin{cases} 1 & x \ge 0 \\ 0 & x < 0 \end{cases}$$</p></main></body></html>"}
+    typeset_pages(tmp_path, pages)
+    a, c = ((tmp_path / rel).read_text(encoding="utf-8") for rel in pages)
+    assert a.startswith(head) and a.endswith("</main></body></html>") and c.startswith(head)
+    main = BeautifulSoup(a, "html.parser").main
+    assert [m.get_text() for m in main.select("mjx-assistive-mml")] == ["σ<ϵ", "x"]
+    assert "costs $5" in main.get_text() and main.pre.get_text() == "$y$" and "$z$" in main.div.get_text()
+    cases = BeautifulSoup(c, "html.parser").main.select_one("mjx-container[display=true]")
+    assert cases.select_one("mjx-assistive-mml").get_text() == "{1x≥00x<0"
+    for html, glyph in ((a, "MJX-TEX-N-3C"), (c, "MJX-TEX-N-2265")):  # `<`, `≥`: drawn and defined in the page
+        assert f'xlink:href="#{glyph}"' in html and f'id="{glyph}"' in html, glyph
+    inline = main.select_one("mjx-container")
+    assert "vertical-align: -" in inline["style"] and "vertical-align" not in inline.svg.get("style", "")
+    css = (tmp_path / preview.MATH_CSS).read_text(encoding="utf-8")
+    assert 'mjx-container[jax="SVG"]' in css
+
+
+def test_a_formula_mathjax_cannot_read_fails_the_build_naming_it(tmp_path: Path) -> None:
+    html = r"<html><body><main><p>$\frac{a}{b}$ and $\nosuchmacro{x}$</p></main></body></html>"
+    with pytest.raises(CourseError, match=r"^x\.html: formula \$\\nosuchmacro\{x\}\$ is not valid TeX for MathJax: "
+                                          r"Undefined control sequence \\nosuchmacro$"):
+        typeset_pages(tmp_path, {"x.html": html})
+    assert (tmp_path / "x.html").read_text(encoding="utf-8") == html, "the page must be left as it was"
 
 
 def test_unknown_branch_lists_the_valid_ones(tmp_path: Path) -> None:
