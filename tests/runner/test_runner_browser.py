@@ -421,7 +421,7 @@ def test_a_crashed_interpreter_is_replaced_and_fails_every_check(context, pages)
 
 def test_hints_are_the_pages_own_widget_with_one_state(context, pages) -> None:
     page = context.new_page()
-    Widget(page, pages["real"])
+    Widget(page, pages["real"]).wait_ready()  # its status line then says what the hints do, not Python's start
     assert page.locator(".cr-hint, .cr-hints").count() == 0, "the runner has no hint panel of its own"
     opened = []
     while page.get_attribute("button[data-action=hint]", "aria-disabled") == "false":
