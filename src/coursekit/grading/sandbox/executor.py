@@ -466,7 +466,10 @@ class SandboxExecute(Execute):
         """trusted.Kernel: a batch of calls of the student's functions in one request, one reply message
         per call (its JSON text, read later by the judge; the judge's budgets checked after each).
         Each call may use `timeout` CPU seconds (the kernel stops it itself; the grader interrupts the
-        batch past `timeout` seconds per call, and ends the kernel if it goes on as long again)."""
+        batch past `timeout` seconds per call, and ends the kernel if it goes on as long again). Once the
+        judge has exceeded a budget, every later batch fails with that one, and the kernel is not asked."""
+        if self._judge_over is not None:
+            raise self._over(self._judge_over)
         self._check_judge_budget()
         replies = self._request("calls", [self.timeout, [[int(ref), payload] for ref, payload in batch]],
                                 self.timeout * len(batch), read=False, deadline=self._hidden_deadline())
@@ -507,12 +510,12 @@ class SandboxExecute(Execute):
             raise self._over(f"replies over {trusted.JUDGE_BYTES >> 20} MB in all")
 
     def _check_judge_budget(self) -> None:
-        """The judge's budgets on its meters (CPU, memory, the hidden checks' time). Once one budget was
-        exceeded, every later check fails with that one, the meters unread: what they say then depends on
-        the load (a kernel interrupted later has sent more replies, which the grader holds), and the flag
-        must not, nor is anything more asked of the kernel."""
+        """The judge's budgets on its meters (CPU, memory, the hidden checks' time), until one budget was
+        exceeded: the meters are not read after that. What they would say then depends on the load (a kernel
+        interrupted later has sent more replies, which the grader holds), and the flags must not; the judge
+        asks the kernel nothing more (calls), and the replies it already has are bounded by the counts."""
         if self._judge_over is not None:
-            raise self._over(self._judge_over)
+            return
         if time.process_time() - self._judge_cpu > self.judge_cpu_limit:
             raise self._over(f"grader CPU for judging over {self.judge_cpu_limit:g} s")
         if _resident() - self._judge_memory > self.judge_memory_limit:
