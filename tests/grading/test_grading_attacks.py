@@ -4,6 +4,8 @@ second run of the same class (--regrade) byte for byte."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import csv
 import hashlib
 import html
@@ -18,6 +20,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +46,14 @@ from coursekit.cli import main
 from coursekit.grading.course import Course
 from coursekit.grading.formgrader import command
 from coursekit.grading.preprocessors import clean_markdown, sanitize_output
-from coursekit.grading.sandbox.bubblewrap import SANDBOX_UID_BASE, unavailable_reason
+from coursekit.grading.sandbox.bubblewrap import (
+    KERNELS_PER_PROCESS,
+    SANDBOX_UID_BASE,
+    SandboxKernelManager,
+    processes_in,
+    unavailable_reason,
+)
+from coursekit.grading.sandbox.pool import LocalWorkers
 
 pytestmark = pytest.mark.slow
 # Elements through which the student's content could run: any attribute, script or frame that
@@ -99,8 +109,11 @@ def digests(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def class_processes() -> list[str]:
-    """Processes of the graded class: an attack's marker in the command line, or a sandbox uid."""
+def class_processes(graders: set[int]) -> list[str]:
+    """Processes of the class graded by the processes `graders` (this test's and its grading workers'): those
+    with a sandbox uid of theirs (sandbox_uid: one per grader's pid), or an attack's marker in the command
+    line and no sandbox uid at all (out of every sandbox: whoever made them). Another grader's sandboxes (another
+    pytest-xdist worker grading its own class at the same time, another checkout's) are not the class's."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -109,11 +122,28 @@ def class_processes() -> list[str]:
             uid = os.stat(f"/proc/{pid}").st_uid
         except OSError:
             continue
-        ours = cmdline.startswith(sys.executable.encode())  # not another checkout's sandboxes
-        if MARKER.encode() in cmdline or uid >= SANDBOX_UID_BASE and ours:
+        sandboxed = uid >= SANDBOX_UID_BASE
+        if sandboxed and (uid - SANDBOX_UID_BASE) // KERNELS_PER_PROCESS in graders \
+                or not sandboxed and MARKER.encode() in cmdline:
             state = " ".join(line for line in status.splitlines() if line.startswith(("State", "PPid", "Uid")))
             found.append(f"{pid} ({state}): {cmdline[:60]!r}")
     return found
+
+
+@contextlib.contextmanager
+def recording_graders() -> Iterator[set[int]]:
+    """The pids of this process and of every grading worker it starts meanwhile (LocalWorkers._start)."""
+    graders = {os.getpid()}
+    start = LocalWorkers._start
+
+    def recorded(self, method):
+        worker = start(self, method)
+        graders.add(worker[0].pid)
+        return worker
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LocalWorkers, "_start", recorded)
+        yield graders
 
 
 @pytest.fixture(scope="module")
@@ -133,13 +163,14 @@ def attacked(release_template, tmp_path_factory) -> AttackedClass:
     os.environ[SECRET_NAME] = secret
     command = ["grade", str(root / "lms"), "--course", str(course.root), "--timeout", "3"]
     try:
-        code = main(command)
-        alive = class_processes()
-        report = course.report_csv.read_text(encoding="utf-8")
-        regraded = main([*command, "--regrade"])  # really grade again: without it, finished students are kept
+        with recording_graders() as graders:
+            code = main(command)
+            alive = class_processes(graders)
+            report = course.report_csv.read_text(encoding="utf-8")
+            regraded = main([*command, "--regrade"])  # really grade again: without it, finished students are kept
     finally:
         os.environ.pop(SECRET_NAME) if old is None else os.environ.__setitem__(SECRET_NAME, old)
-    alive += class_processes()
+    alive += class_processes(graders)
     listener.server.close()
     rows = {r["student_id"]: r for r in csv.DictReader(io.StringIO(report))}
     return AttackedClass(course, students, code, rows, before, digests(course.root), listener.received, alive,
@@ -268,6 +299,66 @@ def test_a_cell_dressed_as_a_test_cell_never_runs_in_the_grader(attacked):
 
 def test_no_process_of_the_class_is_alive_after_grade_returns(attacked):
     assert attacked.alive == []
+
+
+# Another grader at the same time (another pytest-xdist worker grading its own class): it starts one sandboxed
+# kernel, says so, and keeps it until its stdin closes.
+OTHER_GRADER = """
+import asyncio, sys
+from coursekit.grading.sandbox.bubblewrap import SandboxKernelManager
+async def run():
+    km = SandboxKernelManager(kernel_name="python3")
+    await km.start_kernel()
+    print(km.namespace, flush=True)
+    sys.stdin.read()
+    await km.shutdown_kernel(now=True)
+    km.remove_socket_dir()
+asyncio.run(run())
+"""
+
+
+def kernels_in(namespace: str) -> set[int]:
+    """Host pids of the processes of one sandbox that run as a sandbox uid (its kernel, once it has dropped
+    to that uid, and the kernel's children)."""
+    found = set()
+    for pid in processes_in(namespace):
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{pid}").st_uid >= SANDBOX_UID_BASE:
+                found.add(pid)
+    return found
+
+
+def test_the_class_processes_are_its_graders_and_not_another_graders_at_the_same_time(tmp_path):
+    """class_processes counts the kernels of this process's graders, and not those of another grader running
+    then: with two pytest-xdist workers, the attack class found the other worker's kernels (running or booting
+    its own class) 'alive after grade returned'."""
+    assert unavailable_reason(tmp_path) is None
+    other = subprocess.Popen([sys.executable, "-c", OTHER_GRADER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+
+    async def both_running() -> tuple[list[str], set[int], set[int]]:
+        km = SandboxKernelManager(kernel_name="python3")
+        await km.start_kernel()
+        try:
+            theirs_namespace = other.stdout.readline().strip()
+            for _ in range(600):  # each kernel drops to its sandbox uid once it has started
+                mine, theirs = kernels_in(km.namespace), kernels_in(theirs_namespace)
+                if mine and theirs:
+                    break
+                await asyncio.sleep(0.05)
+            return class_processes({os.getpid()}), mine, theirs
+        finally:
+            await km.shutdown_kernel(now=True)
+            km.remove_socket_dir()
+
+    try:
+        found, mine, theirs = asyncio.run(both_running())
+    finally:
+        other.stdin.close()
+        other.wait(timeout=60)
+    found_pids = {int(line.split()[0]) for line in found}
+    assert mine and mine <= found_pids  # this grader's kernel is found ...
+    assert theirs and not theirs & found_pids, found  # ... and the other's, running then, is not
 
 
 def test_nothing_connected_to_a_listener_on_this_machine(attacked):

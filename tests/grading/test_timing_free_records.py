@@ -81,9 +81,12 @@ def test_the_judges_budgets_in_all_are_counts_checked_before_its_clock_and_memor
     """bench_hostile's reruns once differed on m33_budget_judge_memory: the grader's CPU limit or its
     memory limit, whichever a reply found exceeded first, a race that a slower or busier machine loses
     the other way. The counted budgets come first: here the meters say every limit is long past (as on
-    a machine many times slower), and the flag is the count's still."""
+    a machine many times slower), and the flag is the count's still. And the checks after it fail with
+    that budget alone: the attack class once flagged m34_budget_judge_bytes "replies over 8 MB in all,
+    grader memory for judging over 64 MB" in one of two runs, its kernel having sent more 6 MB replies
+    before it was interrupted on a loaded machine, held by the grader at the next test cell's check."""
     judge = executor.SandboxExecute()
-    judge._over_budget, judge._received = [], [0, 0]
+    judge._over_budget, judge._received, judge._judge_over = [], [0, 0], None
     judge._judge_cpu, judge._judge_memory = -1e9, -(1 << 40)
     raised = None
     for text in replies:
@@ -93,8 +96,14 @@ def test_the_judges_budgets_in_all_are_counts_checked_before_its_clock_and_memor
             raised = exc.message.removeprefix("超出评分预算：")
             break
     assert raised == over and judge._over_budget == ([over] if over else [])
-    with pytest.raises(trusted.OverBudget, match="grader CPU"):  # the backstop behind them
-        judge._check_judge_budget()
+    if over is None:
+        with pytest.raises(trusted.OverBudget, match="grader CPU"):  # the backstop behind them
+            judge._check_judge_budget()
+        return
+    judge._check_judge_budget()  # the replies it had are still read (their own budgets), the meters not
+    with pytest.raises(trusted.OverBudget) as later:  # the next batch: that budget, the kernel not asked
+        judge.calls([(1, "[]")])
+    assert later.value.message.removeprefix("超出评分预算：") == over and judge._over_budget == [over]
 
 
 DIES = '''import os, sys, time

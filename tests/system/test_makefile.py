@@ -163,8 +163,11 @@ def test_a_command_run_below_the_repository_root_names_the_root(monkeypatch, cap
 
 
 # A command busy when Ctrl-C arrives (SIGINT to the terminal's process group); `coursekit bundle` stands for
-# every command without a Ctrl-C line of its own.
-BUSY = """import sys, time
+# every command without a Ctrl-C line of its own. It takes SIGINT as a terminal's foreground command does,
+# whatever this test inherited: a run started in the background (`cmd &` in a script) ignores SIGINT, and so
+# would the command, which then never saw the Ctrl-C.
+BUSY = """import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from coursekit import bundle
 
 def busy(args):

@@ -198,6 +198,7 @@ class SandboxExecute(Execute):
         self._own_classes: set[str] = set()  # the student's own subclasses of list, float... returned
         self._over_budget: list[str] = []
         self._received: list[int] | None = None  # values and characters of the replies since judging began
+        self._judge_over: str | None = None  # the first budget the judge exceeded (_check_judge_budget)
         self._patched_seen: list[str] = []  # changes seen before a test cell (_keep_patched)
         self._hidden_start = (math.inf, math.inf)  # (sandbox CPU, wall clock) when the hidden checks began
         self._kept: dict[int, int] = {}
@@ -310,9 +311,12 @@ class SandboxExecute(Execute):
         return True
 
     def _over(self, budget: str) -> trusted.OverBudget:
-        """Record that a budget was exceeded (flag over_budget) and return the abort that says so."""
+        """Record that a budget was exceeded (flag over_budget) and return the abort that says so; the
+        first one exceeded while judging is the judge's for the rest of the student (_check_judge_budget)."""
         if budget not in self._over_budget:
             self._over_budget.append(budget)
+        if self._received is not None and self._judge_over is None:
+            self._judge_over = budget
         return trusted.OverBudget(f"超出评分预算：{budget}")
 
     def output(self, outs, msg, display_id, cell_index):
@@ -465,7 +469,10 @@ class SandboxExecute(Execute):
         """trusted.Kernel: a batch of calls of the student's functions in one request, one reply message
         per call (its JSON text, read later by the judge; the judge's budgets checked after each).
         Each call may use `timeout` CPU seconds (the kernel stops it itself; the grader interrupts the
-        batch past `timeout` seconds per call, and ends the kernel if it goes on as long again)."""
+        batch past `timeout` seconds per call, and ends the kernel if it goes on as long again). Once the
+        judge has exceeded a budget, every later batch fails with that one, and the kernel is not asked."""
+        if self._judge_over is not None:
+            raise self._over(self._judge_over)
         self._check_judge_budget()
         replies = self._request("calls", [self.timeout, [[int(ref), payload] for ref, payload in batch]],
                                 self.timeout * len(batch), read=False, deadline=self._hidden_deadline())
@@ -506,6 +513,12 @@ class SandboxExecute(Execute):
             raise self._over(f"replies over {trusted.JUDGE_BYTES >> 20} MB in all")
 
     def _check_judge_budget(self) -> None:
+        """The judge's budgets on its meters (CPU, memory, the hidden checks' time), until one budget was
+        exceeded: the meters are not read after that. What they would say then depends on the load (a kernel
+        interrupted later has sent more replies, which the grader holds), and the flags must not; the judge
+        asks the kernel nothing more (calls), and the replies it already has are bounded by the counts."""
+        if self._judge_over is not None:
+            return
         if time.process_time() - self._judge_cpu > self.judge_cpu_limit:
             raise self._over(f"grader CPU for judging over {self.judge_cpu_limit:g} s")
         if _resident() - self._judge_memory > self.judge_memory_limit:
