@@ -95,6 +95,31 @@ def test_an_honest_kernel_leaves_no_record(honest):
     assert honest == []
 
 
+# Compiled modules name their frames by a relative file name (pyzmq's Cython code: "zmq/backend/cython/_zmq.py").
+# Python's C-level display of an error nobody can catch (an exception ignored in a destructor or callback, one
+# that ends a thread) opens that name in the working folder, then "_zmq.py" in every folder of sys.path. The
+# grader's interrupt lands in such places only when the timing says so (it ends a batch of calls, while pyzmq
+# frees a sent reply): a budget attack's regrade was flagged "during hidden checks: file" for
+# /home/student/zmq/backend/cython/_zmq.py and <checkout>/src/_zmq.py, its first grading not.
+UNCATCHABLE = '''import threading
+frames = {}
+exec(compile("def fail():\\n    raise KeyboardInterrupt\\n", "zmq/backend/cython/_zmq.py", "exec"), frames)
+class Freed:
+    def __del__(self):
+        frames["fail"]()
+Freed()
+worker = threading.Thread(target=frames["fail"])
+worker.start()
+worker.join()
+'''
+
+
+def test_an_error_the_kernel_shows_on_its_own_opens_no_file():
+    """Those errors are still shown as Python shows them (Python's own traceback module, which looks a
+    source file up only where it exists); the supervisor records nothing."""
+    assert _in_sandbox(UNCATCHABLE) == []
+
+
 # ---------------------------------------------------------------- the rules themselves (no sandbox)
 
 PYTHON = ["/tmp/课程 kit (nowhere)/.venv", "/root/.pyenv/versions/3.11.7", "/usr/lib", "/etc/ld.so.cache"]
