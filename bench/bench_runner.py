@@ -33,8 +33,9 @@ both renderings, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
 --first-only measures only the first Check (quicker rounds); --variants adds, first Check only, each page
 with one piece of its start-up work taken out or changed (VARIANTS: on the Quarto-shaped page no MathJax,
 MathJax typesetting every formula at once, MathJax loaded but no formula typeset before Python has started,
-MathJax's components without its context menu; on the preview no site.js, no head boot): what the first Check
-loses to each. (The preview's pages load no MathJax: their formulas are typeset when the site is built.)
+MathJax's components without its context menu; on the preview no site.js, no head boot, no JupyterLab
+index.css): what the first Check loses to each. (The preview's pages load no MathJax: their formulas are
+typeset when the site is built.)
 
 With --first-only, each load also reads Chromium's CPU seconds from /proc (the browser's processes, the page's
 renderer with the runner's worker read before its context closes) and prints each page's and variant's CPU
@@ -286,12 +287,15 @@ NEAR_AT_ONCE = re.compile(re.escape("return typeset(now);"))
 # MathJax's components loaded one by one (startup.js: its loader), as tex-chtml.js holds them but without the
 # context menu (ui/menu, 426 KB of its 1.16 MB); the bench copies startup.js and core.js beside the site's copy
 LEAN_MATHJAX_FILES = ("startup.js", "core.js")
+# JupyterLab's index.css, which nbconvert's lab template inlines (about 240 KB; the page uses a part of it)
+LAB_CSS = re.compile(r'<style type="text/css">(?:(?!</style>).)*?Mozilla scrollbar styling.*?</style>', re.S)
 LEAN_MATHJAX = ('<script>MathJax.loader = {load: ["input/tex", "output/chtml", "a11y/assistive-mml"]};</script>'
                 '<script defer src="../assets/vendor/mathjax/startup.js"></script>')
 VARIANTS = {
     "quarto, MathJax without its menu": ("quarto", [(MATHJAX_SCRIPT, LEAN_MATHJAX)]),
     "preview, no site.js (search, Mermaid, scroll boxes)": ("preview", [(SITE_JS, "")]),
     "preview, no head boot": ("preview", [(HEAD_BOOT, "")]),
+    "preview, no JupyterLab index.css": ("preview", [(LAB_CSS, "")]),
     "quarto, no MathJax": ("quarto", [(MATHJAX_SCRIPT, "")]),
     "quarto, nothing typeset before Python": ("quarto", [(NEAR_AT_ONCE, "return left = now.concat(left), queue;")]),
     "quarto, MathJax all at once": ("quarto", [(ALL_AT_ONCE, "if (true ||")]),
