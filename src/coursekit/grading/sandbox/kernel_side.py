@@ -615,22 +615,28 @@ def _errors_shown_by_python() -> None:
     import traceback
 
     def unraisable(error) -> None:
-        try:
-            where = f"{error.err_msg or 'Exception ignored in'}: {error.object!r}" if error.object is not None \
-                else (error.err_msg or "Exception ignored in")
-        except Exception:  # noqa: BLE001 - a repr that fails: as Python, the message alone
-            where = error.err_msg or "Exception ignored in"
-        print(where, file=sys.stderr)
-        traceback.print_exception(error.exc_type, error.exc_value, error.exc_traceback, file=sys.stderr)
-        sys.stderr.flush()
+        message = error.err_msg or "Exception ignored in"
+        try:  # a hook that raises is shown by the C-level display in turn: nothing leaves this one
+            try:
+                where = f"{message}: {error.object!r}" if error.object is not None else message
+            except Exception:  # noqa: BLE001 - a repr that fails: as Python, the message alone
+                where = message
+            print(where, file=sys.stderr)
+            traceback.print_exception(error.exc_type, error.exc_value, error.exc_traceback, file=sys.stderr)
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001 - no stderr, or another interrupt while showing this one
+            pass
 
     def thread_ended(args) -> None:  # threading's own fallback (threading.excepthook without _thread's)
-        if args.exc_type is SystemExit or sys.stderr is None:
+        if args.exc_type is SystemExit:
             return
-        name = args.thread.name if args.thread is not None else threading.get_ident()
-        print(f"Exception in thread {name}:", file=sys.stderr, flush=True)
-        traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback, file=sys.stderr)
-        sys.stderr.flush()
+        try:
+            name = args.thread.name if args.thread is not None else threading.get_ident()
+            print(f"Exception in thread {name}:", file=sys.stderr, flush=True)
+            traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback, file=sys.stderr)
+            sys.stderr.flush()
+        except BaseException:  # noqa: BLE001 - as unraisable
+            pass
 
     sys.unraisablehook = unraisable
     threading.excepthook = thread_ended
