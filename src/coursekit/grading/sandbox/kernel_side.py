@@ -614,29 +614,26 @@ def _errors_shown_by_python() -> None:
     reads a file only where it exists; the text written is the same."""
     import traceback
 
-    def unraisable(error) -> None:
-        message = error.err_msg or "Exception ignored in"
+    def show(header: str, exc_type, value, tb) -> None:
         try:  # a hook that raises is shown by the C-level display in turn: nothing leaves this one
-            try:
-                where = f"{message}: {error.object!r}" if error.object is not None else message
-            except Exception:  # noqa: BLE001 - a repr that fails: as Python, the message alone
-                where = message
-            print(where, file=sys.stderr)
-            traceback.print_exception(error.exc_type, error.exc_value, error.exc_traceback, file=sys.stderr)
+            print(header, file=sys.stderr, flush=True)
+            traceback.print_exception(exc_type, value, tb, file=sys.stderr)
             sys.stderr.flush()
         except BaseException:  # noqa: BLE001 - no stderr, or another interrupt while showing this one
             pass
 
-    def thread_ended(args) -> None:  # threading's own fallback (threading.excepthook without _thread's)
-        if args.exc_type is SystemExit:
-            return
+    def unraisable(error) -> None:
+        where = error.err_msg or "Exception ignored in"
         try:
-            name = args.thread.name if args.thread is not None else threading.get_ident()
-            print(f"Exception in thread {name}:", file=sys.stderr, flush=True)
-            traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback, file=sys.stderr)
-            sys.stderr.flush()
-        except BaseException:  # noqa: BLE001 - as unraisable
+            where = f"{where}: {error.object!r}" if error.object is not None else where
+        except BaseException:  # noqa: BLE001 - a repr that fails (or is interrupted): the message alone
             pass
+        show(where, error.exc_type, error.exc_value, error.exc_traceback)
+
+    def thread_ended(args) -> None:  # threading's own fallback (threading.excepthook without _thread's)
+        if args.exc_type is not SystemExit:
+            name = args.thread.name if args.thread is not None else threading.get_ident()
+            show(f"Exception in thread {name}:", args.exc_type, args.exc_value, args.exc_traceback)
 
     sys.unraisablehook = unraisable
     threading.excepthook = thread_ended
