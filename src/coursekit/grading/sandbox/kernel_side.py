@@ -32,6 +32,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import resource
 import runpy
 import signal
@@ -529,11 +530,37 @@ def _answer_requests() -> None:
     IPKernelApp.init_kernel = init_kernel_answering
 
 
+# Text in which IPython's token transformers (MagicAssign, SystemAssign, EscapedCommand, HelpEnd: IPython
+# 9 inputtransformer2) may find something: each needs a token "%" right after an assignment's "=" or first
+# on a line, a lone "!" (not "!="), any "?", or a line whose first token is one of EscapedCommand's escapes
+# (ESCAPE_SINGLES). Over-matching only costs the tokenizer's pass.
+MAY_HAVE_IPYTHON_SYNTAX = re.compile(r"\?|!(?!=)|=\s*(?:\\\s*)?%|^\s*[%!?,;/]", re.M)
+
+
+def transform_cell_quickly(manager, cell: str, transform_cell) -> str:
+    """IPython's `transform_cell` (TransformerManager's, passed in), without tokenizing text in which no
+    token transformer can find anything: the cleanup and line transformations still run, and their result
+    is IPython's when MAY_HAVE_IPYTHON_SYNTAX finds nothing in it. Only for IPython's own transformer
+    classes: a manager with others (a cell may add them) gets IPython's whole path."""
+    from IPython.core import inputtransformer2 as it
+
+    if tuple(manager.token_transformers) != (it.MagicAssign, it.SystemAssign, it.EscapedCommand, it.HelpEnd):
+        return transform_cell(manager, cell)
+    text = cell if cell.endswith("\n") else cell + "\n"
+    lines = text.splitlines(keepends=True)
+    for transform in manager.cleanup_transforms + manager.line_transforms:
+        lines = transform(lines)
+    if MAY_HAVE_IPYTHON_SYNTAX.search("".join(lines)):
+        return transform_cell(manager, cell)
+    return "".join(lines)
+
+
 def _transform_once() -> None:
-    """Tokenize each cell once: ipykernel transforms a cell's text (IPython's static input transformations,
-    the tokenizer's work: %magics, !commands) to decide how to run it, then IPython's run_cell transforms
-    the same text again, with no code run in between. The second call takes the first one's result when
-    the text and the transformations (the lists a cell may change) are the same objects."""
+    """Tokenize each cell once at most: ipykernel transforms a cell's text (IPython's static input
+    transformations, the tokenizer's work: %magics, !commands) to decide how to run it, then IPython's
+    run_cell transforms the same text again, with no code run in between. The second call takes the first
+    one's result when the text and the transformations (the lists a cell may change) are the same objects.
+    A cell with no IPython syntax is not tokenized at all (transform_cell_quickly)."""
     from IPython.core.inputtransformer2 import TransformerManager
 
     transform_cell = TransformerManager.transform_cell
@@ -548,7 +575,7 @@ def _transform_once() -> None:
                 and all(a is b for a, b in zip(last[2], now, strict=True)):
             return last[3]
         last.clear()
-        result = transform_cell(self, cell)
+        result = transform_cell_quickly(self, cell, transform_cell)
         last.extend([self, cell, now, result])
         return result
 
