@@ -403,3 +403,34 @@ def test_a_sandboxs_cpu_time_is_read_again_through_the_files_opened_the_first_ti
     (with_child, open_with_child), (after_child, open_after_child) = reads["with_child"], reads["after_child"]
     assert open_with_child == open_after_child + 1  # the child's file, closed once it has ended
     assert after_child > with_child >= reads["again"]
+
+
+async def _statuses_of_a_cell_and_a_request() -> dict[str, list[str]]:
+    """{msg_type of the parent: the busy/idle statuses on IOPub} for one cell and one grader request."""
+    from coursekit.grading.sandbox import kernel_side
+
+    async with armed_sandbox_kernel() as (_, kc):
+        cell = kc.execute("x = 1")
+        request = kc.session.msg(kernel_side.REQUEST, {"helper": "report", "args": []})
+        kc.shell_channel.send(request)
+        waiting = {cell, request["header"]["msg_id"]}
+        while waiting:  # the cell's execute_reply and the request's REPLY
+            waiting.discard((await kc.get_shell_msg(timeout=30))["parent_header"]["msg_id"])
+        last = kc.execute("y = 2")  # its idle comes after every status above
+        statuses: dict[str, list[str]] = {}
+        while True:
+            msg = await kc.get_iopub_msg(timeout=30)
+            if msg["msg_type"] == "status":
+                parent = msg["parent_header"].get("msg_type", "")
+                statuses.setdefault(parent, []).append(msg["content"]["execution_state"])
+                if msg["parent_header"].get("msg_id") == last and msg["content"]["execution_state"] == "idle":
+                    return statuses
+
+
+def test_a_grader_request_publishes_no_status_and_a_cell_its_busy_and_idle():
+    """The grader reads its requests' replies on the shell channel; busy/idle for them were read only to be
+    dropped. A cell keeps both (nbclient ends a cell on its idle)."""
+    with ThreadPoolExecutor(1) as thread:
+        statuses = thread.submit(asyncio.run, _statuses_of_a_cell_and_a_request()).result()
+    assert statuses.get("execute_request", [])[:2] == ["busy", "idle"], statuses
+    assert "coursekit_request" not in statuses, statuses

@@ -502,7 +502,9 @@ def _answer_requests() -> None:
     within the grader's budgets) rather than a silent execute_request with a user expression: no cell
     run, history, events or display formatting per call, and one request for all the calls the
     grader has. ipykernel's dispatch still sets the parent (the student's prints go out as for a
-    cell) and turns SIGINT into KeyboardInterrupt."""
+    cell) and turns SIGINT into KeyboardInterrupt. A request publishes no busy/idle status: the grader
+    waits for its REPLY on the shell channel, never for a status, and reads each one only to drop it
+    (about 20 messages per notebook)."""
     from ipykernel.kernelapp import IPKernelApp
 
     init_kernel = IPKernelApp.init_kernel
@@ -526,6 +528,13 @@ def _answer_requests() -> None:
             kernel.session.send(stream, REPLY, {"reply": last, "more": False}, parent, ident)
 
         kernel.shell_handlers[REQUEST] = answer
+        publish_status = kernel._publish_status
+
+        def publish_status_of_cells(status, channel, parent=None):
+            if (parent or kernel.get_parent(channel) or {}).get("header", {}).get("msg_type") != REQUEST:
+                publish_status(status, channel, parent)
+
+        kernel._publish_status = publish_status_of_cells
 
     IPKernelApp.init_kernel = init_kernel_answering
 
