@@ -434,3 +434,28 @@ def test_a_grader_request_publishes_no_status_and_a_cell_its_busy_and_idle():
         statuses = thread.submit(asyncio.run, _statuses_of_a_cell_and_a_request()).result()
     assert statuses.get("execute_request", [])[:2] == ["busy", "idle"], statuses
     assert "coursekit_request" not in statuses, statuses
+
+
+async def _printed_characters_sent(code: str) -> int:
+    async with armed_sandbox_kernel() as (_, kc):
+        sent = []
+
+        def output(msg):
+            if msg["msg_type"] == "stream":
+                sent.append(len(msg["content"]["text"]))
+        await kc.execute_interactive(code, timeout=60, output_hook=output)
+        return sum(sent)
+
+
+def test_a_kernel_sends_no_more_of_a_cells_prints_than_the_grader_keeps():
+    """The grader keeps MAX_KEPT_OUTPUT characters of what a cell prints; a kernel that printed 3 MB
+    through stdout and stderr sends as many, not all of it, to be encoded, signed and read for nothing."""
+    from coursekit.grading.sandbox import kernel_side
+    from coursekit.grading.sandbox.executor import MAX_KEPT_OUTPUT
+
+    assert kernel_side.STREAM_KEPT == MAX_KEPT_OUTPUT  # so the text the grader keeps is the same
+    code = f"import sys\nprint('x' * {MAX_KEPT_OUTPUT // 2})\nsys.stderr.write('y' * {MAX_KEPT_OUTPUT})\n" \
+           f"sys.stderr.flush()\nprint('z' * {MAX_KEPT_OUTPUT * 2})"
+    with ThreadPoolExecutor(1) as thread:
+        sent = thread.submit(asyncio.run, _printed_characters_sent(code)).result()
+    assert sent == MAX_KEPT_OUTPUT

@@ -131,3 +131,34 @@ def test_a_cell_the_kernel_died_in_has_no_count_whenever_the_kernel_ended(releas
     assert len(died) == 1 and any("before the end" in o.get("text", "") for o in died[0].outputs)
     assert died[0].execution_count is None
     assert any(o.get("ename") == executor.KERNEL_DIED for o in died[0].outputs)
+
+
+def test_a_dead_kernel_is_seen_within_one_poll(monkeypatch):
+    """nbclient looks for a dead kernel once a second (NotebookClient._async_poll_kernel_alive), and a
+    worker whose student's cell ended the kernel waited that long with nothing to do; the grader looks
+    every POLL. (Stands in for a kernel that died between two looks: the third look finds it.)"""
+    import asyncio
+
+    from nbclient.exceptions import DeadKernelError
+
+    slept, looks = [], []
+
+    async def sleep(seconds):
+        slept.append(seconds)
+
+    async def check_alive():
+        looks.append(1)
+        if len(looks) == 3:
+            raise DeadKernelError("Kernel died")
+
+    judge = executor.SandboxExecute()
+    monkeypatch.setattr(executor.asyncio, "sleep", sleep)
+    monkeypatch.setattr(judge, "_async_check_alive", check_alive)
+
+    async def run():
+        judge.task_poll_for_reply = asyncio.ensure_future(asyncio.Event().wait())
+        await judge._async_poll_kernel_alive()
+        return judge.task_poll_for_reply.cancelling()  # nbclient's wait for the reply, told to end
+
+    assert asyncio.run(run()) == 1
+    assert slept == [executor.POLL] * 3

@@ -269,6 +269,17 @@ class SandboxExecute(Execute):
     def _notebook_over(self) -> bool:
         return self._cpu() - self._cpu_start > self.notebook_timeout or time.monotonic() > self._wall_end
 
+    async def _async_poll_kernel_alive(self) -> None:
+        """nbclient's, looking every POLL instead of every second: a cell that ends the kernel (os._exit, a
+        crash) is seen within POLL, where its worker waited up to a second with nothing to do."""
+        while True:
+            await asyncio.sleep(POLL)
+            try:
+                await self._async_check_alive()
+            except DeadKernelError:
+                self.task_poll_for_reply.cancel()
+                return
+
     def _get_timeout(self, cell):
         return self.timeout * WALL_FACTOR  # the wall-clock backstop; the CPU limit is _watch_cell's
 
