@@ -9,6 +9,7 @@ instead of once per student, and nbconvert's BeautifulSoup pass runs only on pag
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import os
 import re
@@ -151,6 +152,26 @@ class SoupOnlyWhenNeeded:
         return str(soup)
 
 
+# The feedback template's MathJax (its filter `coursekit_inline_mathjax`) while a page is made: the page is then
+# made, checked and written without the ~2.3 MB of MathJax's scripts in its text, which are put in its place
+# as bytes encoded once for the class (FeedbackWriter.write); the page is the same, byte for byte.
+MATHJAX_SLOT = "<!-- coursekit: the inlined MathJax of coursekit.grading.pages goes here -->"
+
+
+def mathjax_slot(_url: object = None) -> str:
+    """The `coursekit_inline_mathjax` filter of the FeedbackWriter's exporter: MATHJAX_SLOT."""
+    return MATHJAX_SLOT
+
+
+class _Owned(NotebookNode):
+    """A notebook the page's steps may change in place: nbconvert's exporter deep-copies the notebook it
+    is given two or three times per page (Exporter.from_notebook_node, _preprocess, nbformat's normalize),
+    to leave its caller's untouched; FeedbackWriter.write reads it for that page alone."""
+
+    def __deepcopy__(self, memo: dict) -> _Owned:
+        return self
+
+
 class VetoNote(Preprocessor):
     """After GetGrades: on a vetoed student's page the score is the capped one (as exported to the LMS)
     and a first cell says why. Set `reasons` and `cap` before each page; no reasons, no change."""
@@ -181,6 +202,8 @@ class FeedbackWriter:
         # just set HTMLExporter.extra_template_paths to nbgrader's static folder: add ours)
         paths = converter.config.HTMLExporter.extra_template_paths
         converter.config.HTMLExporter.extra_template_paths = [*paths, *TEMPLATE_PATHS]
+        converter.config.HTMLExporter.filters = {**converter.config.HTMLExporter.filters,
+                                                 "coursekit_inline_mathjax": f"{__name__}.mathjax_slot"}
         exporter_class = type(f"MarkdownOnce{converter.exporter_class.__name__}",
                               (MarkdownOnce, SoupOnlyWhenNeeded, converter.exporter_class), {})
         self.exporter = exporter_class(config=converter.config)
@@ -212,7 +235,7 @@ class FeedbackWriter:
             source = environment.loader.get_source(environment, name)[0]
             environment.get_template(name)
             names += [n for n in meta.find_referenced_templates(environment.parse(source)) if n and n not in names]
-        inline_mathjax()
+        self.mathjax  # noqa: B018 - made now, for the forked processes to share
         nb = nbformat.read(self.course.source_notebook, as_version=4)
         nbformat.validate(nb, relax_add_props=True)  # the exporter's validator, built once
         resources = self.exporter._init_resources({"nbgrader": {}})
@@ -231,15 +254,22 @@ class FeedbackWriter:
         """Write one student's page; `autograded` (changed here) saves reading the file again. `vetoes`:
         the reasons of the student's vetoes; the page's score is then at most `cap`."""
         self.veto_note.reasons, self.veto_note.cap = list(vetoes), cap
-        nb = autograded or nbformat.read(self.course.autograded_notebook(student_id), as_version=4)
+        nb = _Owned(autograded or nbformat.read(self.course.autograded_notebook(student_id), as_version=4))
         resources = {"unique_key": self.course.notebook, "output_files_dir": f"{self.course.notebook}_files",
                      "nbgrader": {"student": student_id, "assignment": self.course.assignment,
                                   "notebook": self.course.notebook,
                                   "db_url": self.course.db_url}}
         html, resources = self.exporter.from_notebook_node(nb, resources=resources)
+        head, slot, body = html.partition(MATHJAX_SLOT)  # the first: the <head>'s, before any student text
+        page = head.encode("utf-8") + (self.mathjax if slot else b"") + body.encode("utf-8")
         target = self.course.feedback_html(student_id).parent
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         self.writer.build_directory = str(target)
-        path = self.writer.write(html, resources, notebook_name=self.course.notebook)
+        path = self.writer.write(page, resources, notebook_name=self.course.notebook)
         os.chmod(path, self.permissions)
+
+    @functools.cached_property
+    def mathjax(self) -> bytes:
+        """What the template's MathJax filter gives a page (coursekit.grading.pages.inline_mathjax), encoded."""
+        return inline_mathjax().encode("utf-8")
