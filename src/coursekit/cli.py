@@ -41,13 +41,30 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = argv if argv is not None else sys.argv[1:]
+    # `coursekit grade` with the sandbox: its kernel zygote starts first, so that the kernel's libraries
+    # load beside this process's (KernelZygote.launch_early); ended here if grading never took it
+    early_zygote = given[:1] == ["grade"] and not any(a in ("-h", "--help", "--no-sandbox")
+                                                      or a.startswith("--scheduler") for a in given)
+    if early_zygote:
+        from coursekit.grading.sandbox.bubblewrap import KernelZygote
+
+        KernelZygote.launch_early()
+    try:
+        return run_command(given)
+    finally:
+        if early_zygote:
+            KernelZygote.end_early()
+
+
+def run_command(argv: list[str]) -> int:
+    """Parse `argv` (importing only its command's module) and run the command."""
     parser = argparse.ArgumentParser(prog="coursekit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = {}
-    wanted = (argv if argv is not None else sys.argv[1:])[:1]
     for name, (module_name, help_text) in COMMANDS.items():
         cmd = sub.add_parser(name, help=help_text, description=help_text)
-        if wanted == [name]:
+        if argv[:1] == [name]:
             modules[name] = importlib.import_module(module_name)
             modules[name].add_arguments(cmd)
     args = parser.parse_args(argv)

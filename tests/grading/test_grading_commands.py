@@ -108,7 +108,26 @@ def test_check_rejects_a_file_that_is_not_a_notebook(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_grade_reads_a_zip_and_leaves_it_unchanged(released_course, tmp_path):
+def launches(monkeypatch) -> tuple[list[str], list]:
+    """(events, processes): each launch of a kernel zygote, and each sandbox probe, as they happen."""
+    from coursekit.grading import grade
+    from coursekit.grading.sandbox.bubblewrap import KernelZygote
+
+    events, processes = [], []
+    launch, probe = KernelZygote._launch, grade.check_sandbox
+
+    def counted_launch():
+        events.append("launch")
+        processes.append(launch())
+        return processes[-1]
+
+    monkeypatch.setattr(KernelZygote, "_launch", staticmethod(counted_launch))
+    monkeypatch.setattr(grade, "check_sandbox", lambda *a: events.append("probe") or probe(*a))
+    return events, processes
+
+
+def test_grade_reads_a_zip_and_leaves_it_unchanged(released_course, tmp_path, monkeypatch):
+    events, _ = launches(monkeypatch)
     course = Course.at(shutil.copytree(released_course.root, tmp_path / "course"))
     base = nbformat.read(course.release_notebook, as_version=4)
     archive = tmp_path / "lms.zip"
@@ -122,6 +141,19 @@ def test_grade_reads_a_zip_and_leaves_it_unchanged(released_course, tmp_path):
     assert {sid: (rows[sid]["auto_total"], rows[sid]["passed"]) for sid in ("gina", "hank", "ivan")} == {
         "gina": ("3", "pending"), "hank": ("0", "no"), "ivan": ("0", "no")}
     assert archive.read_bytes() == before
+    # the run's one zygote was started before the command's libraries were imported, and the probe took it
+    assert events == ["launch", "probe"]
+
+
+def test_a_grade_that_stops_before_grading_leaves_no_zygote(tmp_path, monkeypatch, capsys):
+    from coursekit.grading.sandbox.bubblewrap import KernelZygote
+
+    events, processes = launches(monkeypatch)
+    assert main(["grade", str(tmp_path), "--jobs", "0"]) == 1  # refused before grading starts
+    assert "--jobs 0" in capsys.readouterr().err
+    assert events == ["launch"] and processes[0].poll() is not None and KernelZygote._early is None
+    assert main(["grade", str(tmp_path), "--jobs", "0", "--no-sandbox"]) == 1
+    assert events == ["launch"]  # none without the sandbox
 
 
 def test_report_before_any_grading_is_a_one_line_error(released_course, tmp_path, capsys):
