@@ -501,7 +501,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def _check_processes(session: pytest.Session) -> None:
     before = session.config.stash.get(_BEFORE, set())
     deadline = time.monotonic() + LEFTOVER_GRACE_S
-    while (left := [p for p in session_processes() if p.pid not in before]) and time.monotonic() < deadline:
+    # none left only when two looks 0.5 s apart find none: a process caught in its exec (an orphan that a
+    # shell has just started) may not show its environment or command line to one look
+    empty = 0
+    while True:
+        left = [p for p in session_processes() if p.pid not in before]
+        empty = 0 if left else empty + 1
+        if empty == 2 or time.monotonic() >= deadline:
+            break
         time.sleep(0.5)
     lines = leftover_lines(left)
     for proc in left:

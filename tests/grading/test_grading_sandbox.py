@@ -436,15 +436,18 @@ def test_a_grader_request_publishes_no_status_and_a_cell_its_busy_and_idle():
     assert "coursekit_request" not in statuses, statuses
 
 
-async def _printed_characters_sent(code: str) -> int:
+async def _printed_characters_sent(*cells: str) -> list[int]:
+    """The characters of printed text the kernel sent for each cell."""
     async with armed_sandbox_kernel() as (_, kc):
         sent = []
 
         def output(msg):
             if msg["msg_type"] == "stream":
-                sent.append(len(msg["content"]["text"]))
-        await kc.execute_interactive(code, timeout=60, output_hook=output)
-        return sum(sent)
+                sent[-1] += len(msg["content"]["text"])
+        for code in cells:
+            sent.append(0)
+            await kc.execute_interactive(code, timeout=60, output_hook=output)
+        return sent
 
 
 def test_a_kernel_sends_no_more_of_a_cells_prints_than_the_grader_keeps():
@@ -457,5 +460,5 @@ def test_a_kernel_sends_no_more_of_a_cells_prints_than_the_grader_keeps():
     code = f"import sys\nprint('x' * {MAX_KEPT_OUTPUT // 2})\nsys.stderr.write('y' * {MAX_KEPT_OUTPUT})\n" \
            f"sys.stderr.flush()\nprint('z' * {MAX_KEPT_OUTPUT * 2})"
     with ThreadPoolExecutor(1) as thread:
-        sent = thread.submit(asyncio.run, _printed_characters_sent(code)).result()
-    assert sent == MAX_KEPT_OUTPUT
+        sent = thread.submit(asyncio.run, _printed_characters_sent(code, "print('the next cell')")).result()
+    assert sent == [MAX_KEPT_OUTPUT, len("the next cell\n")]  # the cap is each cell's own

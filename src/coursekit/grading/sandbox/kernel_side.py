@@ -625,7 +625,7 @@ def _small_messages() -> None:
 
     def chunked(self):
         for parent, data in flush_buffers(self):
-            request = str(parent.get("header", {}).get("msg_id", ""))
+            request = str(parent.get("msg_id", ""))  # (`parent`: the request's header)
             if request not in sent and len(sent) >= 256:
                 sent.clear()  # (an old request's next print is sent again; the grader still caps it)
             room = STREAM_KEPT - sent.get(request, 0)
