@@ -289,6 +289,9 @@ NEAR_AT_ONCE = re.compile(re.escape("return typeset(now);"))
 LEAN_MATHJAX_FILES = ("startup.js", "core.js")
 # JupyterLab's index.css, which nbconvert's lab template inlines (about 240 KB; the page uses a part of it)
 LAB_CSS = re.compile(r'<style type="text/css">(?:(?!</style>).)*?Mozilla scrollbar styling.*?</style>', re.S)
+# the browser skips the layout and paint of a Markdown cell (its text and SVG formulas) until it nears the screen
+HEAD_END = re.compile(re.escape("</head>"))
+SKIP_OFF_SCREEN = "<style>.jp-MarkdownCell { content-visibility: auto; contain-intrinsic-size: auto 600px; }</style>"
 LEAN_MATHJAX = ('<script>MathJax.loader = {load: ["input/tex", "output/chtml", "a11y/assistive-mml"]};</script>'
                 '<script defer src="../assets/vendor/mathjax/startup.js"></script>')
 VARIANTS = {
@@ -296,6 +299,7 @@ VARIANTS = {
     "preview, no site.js (search, Mermaid, scroll boxes)": ("preview", [(SITE_JS, "")]),
     "preview, no head boot": ("preview", [(HEAD_BOOT, "")]),
     "preview, no JupyterLab index.css": ("preview", [(LAB_CSS, "")]),
+    "preview, Markdown cells off screen not rendered": ("preview", [(HEAD_END, SKIP_OFF_SCREEN + "</head>")]),
     "quarto, no MathJax": ("quarto", [(MATHJAX_SCRIPT, "")]),
     "quarto, nothing typeset before Python": ("quarto", [(NEAR_AT_ONCE, "return left = now.concat(left), queue;")]),
     "quarto, MathJax all at once": ("quarto", [(ALL_AT_ONCE, "if (true ||")]),
