@@ -116,6 +116,11 @@ def test_a_submission_in_formgrader_works_with_the_network_blocked(browser, form
                                ".map(i => i.complete && i.naturalWidth)")
         assert figure and all(w > 500 for w in figure), figure  # Figure 11-1, embedded
         assert page.locator("textarea.comment").count() >= 4  # the grading form is there
+        # its comments loaded (nbgrader's CommentUI gives each box a placeholder then), the box's text in Chinese
+        page.wait_for_function("() => [...document.querySelectorAll('textarea.comment')].every(b => b.placeholder)",
+                               timeout=30_000)
+        placeholders = page.eval_on_selector_all("textarea.comment", "boxes => boxes.map(b => b.placeholder)")
+        assert all(p == "在这里写评语（支持 Markdown 和 MathJax 公式）" for p in placeholders), placeholders
         off_host = [u for u in requests if not u.startswith(base + "/")]
         assert off_host == [] and errors == [], (off_host, errors)
     finally:

@@ -21,6 +21,16 @@
     }
   };
 
+  // nbgrader's comment box (formgrade_models.js, CommentUI) sets its English placeholder with jQuery's .attr()
+  // where no automatic comment is shown: that one text is put in Chinese, any other is kept
+  var ENGLISH_PLACEHOLDER = "Type any comments here (supports Markdown and MathJax)";
+  $.attrHooks.placeholder = {
+    set: function (elem, value) {
+      elem.setAttribute("placeholder", value === ENGLISH_PLACEHOLDER ? "在这里写评语（支持 Markdown 和 MathJax 公式）" : value);
+      return true;
+    },
+  };
+
   $(document).ready(function () {
     $("[data-link]").each(function () {
       $(this).map(linkTo("notebook", $(this).data("link"))).removeAttr("data-link");
