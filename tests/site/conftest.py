@@ -73,14 +73,19 @@ def first_visit_page_and_log(browser: object) -> Iterator[tuple[object, PageLog]
     context.close()
 
 
+SCREENSHOT_TIMEOUT_MS = 180_000
+
+
 def save_screenshot(target: object, name: str) -> Path:
     """Save a screenshot of a page (full length) or of one element under build/screenshots/; return its path."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
+    # a record for people, not a check: the whole lesson page, captured while its first visit still starts
+    # Python, took over Playwright's 30 s on a loaded machine (a fresh-clone run in 3 workers, load 6)
     if hasattr(target, "goto"):
-        target.screenshot(path=str(path), full_page=True)
+        target.screenshot(path=str(path), full_page=True, timeout=SCREENSHOT_TIMEOUT_MS)
     else:
-        target.screenshot(path=str(path))
+        target.screenshot(path=str(path), timeout=SCREENSHOT_TIMEOUT_MS)
     return path
 
 
