@@ -628,9 +628,9 @@ def _small_messages() -> None:
             request = str(parent.get("msg_id", ""))  # (`parent`: the request's header)
             if request not in sent and len(sent) >= 256:
                 sent.clear()  # (an old request's next print is sent again; the grader still caps it)
-            room = STREAM_KEPT - sent.get(request, 0)
-            data = data[:max(room, 0)]
-            sent[request] = sent.get(request, 0) + len(data)
+            already = sent.get(request, 0)
+            data = data[:max(STREAM_KEPT - already, 0)]
+            sent[request] = already + len(data)
             for start in range(0, len(data), STREAM_CHUNK):
                 yield parent, data[start:start + STREAM_CHUNK]
 
