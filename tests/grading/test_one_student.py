@@ -86,8 +86,11 @@ def test_a_kernel_that_exits_after_its_last_cell_is_not_flagged_whenever_it_exit
                                                                                   monkeypatch):
     """`exit()` in the last cell ends the kernel 0.1 s later, so the grader's question for the kernel's own
     report met a live kernel or a gone one depending on load, and a gone one was flagged suspicious_code
-    (the grader's helpers in the kernel). Here the grader asks only once the kernel has exited: the late
-    case, every time. The scores and flags are the correct student's."""
+    (the grader's helpers in the kernel); and a grader that saw the kernel gone before it had read the
+    `exit()` cell's last messages flagged "kernel died" (a dask run at load 7). Here the grader asks only once
+    the kernel has exited, and reads that cell's output half a second late: the late cases, every time. The
+    scores and flags are the correct student's."""
+    import asyncio
     import time
 
     from jupyter_client.utils import run_sync
@@ -103,7 +106,15 @@ def test_a_kernel_that_exits_after_its_last_cell_is_not_flagged_whenever_it_exit
             time.sleep(0.05)  # the replay (judge_in_replay) stops before the exit() cell: its kernel lives on
         return record_run(self, manager, started)
 
+    poll_output = SandboxExecute._async_poll_output_msg
+
+    async def read_late(self, parent_msg_id, cell, cell_index):
+        if cell.source == "exit()":
+            await asyncio.sleep(0.5)  # a busy grader: the kernel has ended before its last messages are read
+        return await poll_output(self, parent_msg_id, cell, cell_index)
+
     monkeypatch.setattr(SandboxExecute, "record_run", after_the_exit)  # the grading workers are forked from here
+    monkeypatch.setattr(SandboxExecute, "_async_poll_output_msg", read_late)
     course = fresh_copy(released_course, tmp_path / "course")
     folder = tmp_path / "download"
     folder.mkdir()

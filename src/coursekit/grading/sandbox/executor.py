@@ -24,6 +24,7 @@ import time
 
 import nbformat
 import zmq
+import zmq.asyncio
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient import NotebookClient
 from nbclient.exceptions import DeadKernelError
@@ -277,8 +278,23 @@ class SandboxExecute(Execute):
             try:
                 await self._async_check_alive()
             except DeadKernelError:
-                self.task_poll_for_reply.cancel()
+                await self._read_what_the_kernel_sent()
+                self.task_poll_for_reply.cancel()  # no effect when the cell's reply and output were all read
                 return
+
+    async def _read_what_the_kernel_sent(self) -> None:
+        """Let the cell's reply and output tasks read the messages a kernel sent before it ended: `exit()`
+        replies and goes idle, then ends the kernel 0.1 s later, and a busy grader could see the end first
+        and call a finished cell one the kernel died in. Waits while a message is waiting or arrives within
+        POLL (a kernel that died mid-cell costs that much more), at most a second."""
+        poller = zmq.asyncio.Poller()
+        for channel in (self.kc.shell_channel, self.kc.iopub_channel):
+            poller.register(channel.socket, zmq.POLLIN)
+        end = time.monotonic() + 1
+        while not self.task_poll_for_reply.done() and time.monotonic() < end:
+            if not await poller.poll(timeout=POLL * 1000):
+                return
+            await asyncio.sleep(POLL / 10)  # the tasks read them
 
     def _get_timeout(self, cell):
         return self.timeout * WALL_FACTOR  # the wall-clock backstop; the CPU limit is _watch_cell's
