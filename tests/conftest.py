@@ -330,13 +330,49 @@ def warm_context(browser: object) -> Iterator[object]:
     ctx.close()
 
 
+@pytest.fixture(scope="module")
+def snapshot_origins() -> set[str]:
+    """The sites whose runner start-up snapshot the module's warm context has stored."""
+    return set()
+
+
+SNAPSHOT_WAIT_MS = 60_000
+
+
+def _origin(url: str) -> str:
+    return "/".join(url.split("/", 3)[:3])
+
+
+def keep_the_snapshot(page: object, stored: set[str]) -> None:
+    """Before a page that started Python the slow way is closed, wait until its runner has stored the
+    start-up snapshot (it does so once the page has been idle 1.5 s, in a second worker a closed page
+    ends). Else every page of the module started the slow way again, and booted Python twice: the
+    runner's and the snapshot maker's. Gives up quietly after SNAPSHOT_WAIT_MS (a test that broke the
+    runner); the snapshot itself is tested in tests/runner/."""
+    from playwright.sync_api import Error
+
+    origin = _origin(page.url)
+    if not page.url.startswith("http") or origin in stored:
+        return
+    try:
+        if page.query_selector(".cr-widget[data-start=snapshot]") is None:
+            if page.query_selector(".cr-widget[data-start=fresh]") is None:
+                return
+            page.wait_for_selector(".cr-widget[data-snapshot=stored]", timeout=SNAPSHOT_WAIT_MS)
+        stored.add(origin)
+    except Error:
+        pass
+
+
 @pytest.fixture
-def warm_page_context(warm_context: object) -> Iterator[object]:
-    """The module's warm context; after the test its pages are closed and every site they opened forgets
+def warm_page_context(warm_context: object, snapshot_origins: set[str]) -> Iterator[object]:
+    """The module's warm context; after the test its pages are closed (the first to start Python on a site
+    once it has stored the runner's start-up snapshot: keep_the_snapshot) and every site they opened forgets
     what it saved (localStorage and sessionStorage: the runner's code and answers, the open hint levels)."""
     yield warm_context
-    origins = {"/".join(p.url.split("/", 3)[:3]) for p in warm_context.pages if p.url.startswith("http")}
+    origins = {_origin(p.url) for p in warm_context.pages if p.url.startswith("http")}
     for page in warm_context.pages:
+        keep_the_snapshot(page, snapshot_origins)
         page.close()
     for origin in origins:
         cleaner = warm_context.new_page()
