@@ -12,6 +12,8 @@ Here the clock is replaced by a count of folders, so the test does not depend on
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import nbformat
 import pytest
 from submission_kinds import _code, _extra, k_correct
@@ -157,8 +159,16 @@ def test_a_dead_kernel_is_seen_within_one_poll(monkeypatch):
     monkeypatch.setattr(judge, "_async_check_alive", check_alive)
 
     async def run():
-        judge.task_poll_for_reply = asyncio.ensure_future(asyncio.Event().wait())
-        await judge._async_poll_kernel_alive()
+        import zmq.asyncio
+
+        with zmq.asyncio.Context() as context:  # the client's channels, where nothing more arrives
+            sockets = [context.socket(zmq.PULL) for _ in range(2)]
+            judge.kc = SimpleNamespace(shell_channel=SimpleNamespace(socket=sockets[0]),
+                                       iopub_channel=SimpleNamespace(socket=sockets[1]))
+            judge.task_poll_for_reply = asyncio.ensure_future(asyncio.Event().wait())
+            await judge._async_poll_kernel_alive()
+            for socket in sockets:
+                socket.close(linger=0)
         return judge.task_poll_for_reply.cancelling()  # nbclient's wait for the reply, told to end
 
     with ThreadPoolExecutor(1) as thread:  # its own event loop, whatever runs in this one (Playwright)
