@@ -155,7 +155,11 @@ def test_manual_grades_and_veto_comments_decide_passed(graded_class, tmp_path):
     assert "veto(q1: 结果碰巧正确但核心因果链错误)" in rows[vetoed]["flags"].split(";")
     assert (rows[partial]["total"], rows[partial]["passed"]) == ("7", "pending")  # 2 auto + 5 manual, q3 open
     feedback = course.feedback_html(correct).read_text(encoding="utf-8")
-    assert "lesson11 (Score: 10.0 / 10.0)" in feedback  # make report rewrites feedback with manual grades
+    assert "lesson11（得分：10.0 / 10.0）" in feedback  # make report rewrites feedback with manual grades
+    # nbgrader's feedback template in Chinese (issue 33): its labels, the header, the table of contents
+    assert '<html lang="zh-CN">' in feedback and "学生的答案" in feedback and "（回到顶部）" in feedback
+    english = ("Student's answer", "(Top)", "(Score:", "Score:", "Comments:", ">Test cell<", ">Written response<")
+    assert not [words for words in english if words in feedback]
 
 
 DIAGNOSTICS = {

@@ -138,7 +138,7 @@ def test_a_vetoed_student_s_feedback_and_export_show_the_capped_score_and_why(in
         gb.db.commit()
     assert main(["report", "--course", str(course.root)]) == 0
     page = course.feedback_html("s01").read_text(encoding="utf-8")
-    assert "(Score: 7.0 / 10.0)" in page and "(Score: 10.0 / 10.0)" not in page  # nbgrader's header, capped
+    assert "（得分：7.0 / 10.0）" in page and "（得分：10.0 / 10.0）" not in page  # the page header, capped
     assert "一票否决（veto）" in page and "q2: 照抄参考答案" in page and "各单元得分合计 10 分" in page
     assert "一票否决（veto）" not in course.feedback_html("s02").read_text(encoding="utf-8")
     roster = tmp_path / "roster.csv"

@@ -235,7 +235,7 @@ def test_release_to_feedback_in_chromium(browser, class_hub: ClassHub) -> None: 
         feedback.goto(f"{hub.base}/user/{user}/files/{pages[0].relative_to(hub.layout.home(user)).as_posix()}")
         feedback.wait_for_function("() => document.querySelectorAll('mjx-container').length > 20", timeout=WAIT)
         text = feedback.inner_text("body")
-        assert f"Score: {score} / 10.0" in text and f"{user} 的提交" in text, text[:500]
+        assert f"得分：{score} / 10.0" in text and f"{user} 的提交" in text, text[:500]
         assert "\\pi_{\\theta" not in text and "&lt;" not in text  # issue 33: typeset, as on disk
         # and in JupyterLab's own HTML viewer, where the file browser opens it
         page.dblclick(".jp-DirListing-item:has-text('lesson11.html')")
