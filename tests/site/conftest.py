@@ -6,6 +6,7 @@ assert that nothing failed and nothing left localhost.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,18 +74,27 @@ def first_visit_page_and_log(browser: object) -> Iterator[tuple[object, PageLog]
     context.close()
 
 
-SCREENSHOT_TIMEOUT_MS = 180_000
+SCREENSHOT_TIMEOUT_MS = 30_000
 
 
 def save_screenshot(target: object, name: str) -> Path:
-    """Save a screenshot of a page (full length) or of one element under build/screenshots/; return its path."""
+    """Save a screenshot of a page (full length) or of one element under build/screenshots/; return its path.
+
+    A record for people, not a check: a full-length capture that Chromium never finishes (it hung past 180 s
+    after "fonts loaded", twice in five fresh-clone runs at load 6-7, on the lesson and on the demo page)
+    falls back to the visible part, with a warning in pytest's summary."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    # a record for people, not a check: the whole lesson page, captured while its first visit still starts
-    # Python, took over Playwright's 30 s on a loaded machine (a fresh-clone run in 3 workers, load 6)
-    if hasattr(target, "goto"):
+    if not hasattr(target, "goto"):
+        target.screenshot(path=str(path), timeout=SCREENSHOT_TIMEOUT_MS)
+        return path
+    try:
         target.screenshot(path=str(path), full_page=True, timeout=SCREENSHOT_TIMEOUT_MS)
-    else:
+    except PlaywrightTimeout:
+        warnings.warn(f"{path.name}: the full-length screenshot took over {SCREENSHOT_TIMEOUT_MS // 1000} s; "
+                      "saved the visible part", stacklevel=2)
         target.screenshot(path=str(path), timeout=SCREENSHOT_TIMEOUT_MS)
     return path
 
