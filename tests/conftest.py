@@ -348,20 +348,22 @@ def keep_the_snapshot(page: object, stored: set[str]) -> None:
     start-up snapshot (it does so once the page has been idle 1.5 s, in a second worker a closed page
     ends). Else every page of the module started the slow way again, and booted Python twice: the
     runner's and the snapshot maker's. Gives up quietly after SNAPSHOT_WAIT_MS (a test that broke the
-    runner); the snapshot itself is tested in tests/runner/."""
+    runner), and once a site's snapshot was stored, failed or never came, does not wait for it again; the
+    snapshot itself is tested in tests/runner/."""
     from playwright.sync_api import Error
 
     origin = _origin(page.url)
     if not page.url.startswith("http") or origin in stored:
         return
     try:
-        if page.query_selector(".cr-widget[data-start=snapshot]") is None:
-            if page.query_selector(".cr-widget[data-start=fresh]") is None:
-                return
-            page.wait_for_selector(".cr-widget[data-snapshot=stored]", timeout=SNAPSHOT_WAIT_MS)
-        stored.add(origin)
+        if page.query_selector(".cr-widget[data-start=fresh]") is not None:
+            page.wait_for_selector(".cr-widget:is([data-snapshot=stored], [data-snapshot=failed])", state="attached",
+                                   timeout=SNAPSHOT_WAIT_MS)
+        elif page.query_selector(".cr-widget[data-start=snapshot]") is None:
+            return  # no runner on this page, or Python has not started yet
     except Error:
         pass
+    stored.add(origin)
 
 
 @pytest.fixture

@@ -79,14 +79,24 @@
   }
 
   // On the exercise page, once the runner's Python has started (<html data-course-runner-starting="true"> until
-  // then, set by runner.js, then the event "course-runner-started"): reading every box's style and size forces
-  // the page's style and layout again after each change (the runner's widget, formulas typeset), CPU that
-  // Pyodide's start on a 2-core machine competes for (issue 33). Other pages at once.
+  // then, set by runner.js, then the event "course-runner-started") and has answered a Run or Check clicked
+  // meanwhile (<html data-course-runner-busy="true">, then "course-runner-idle"): reading every box's style and
+  // size forces the page's style and layout again after each change (the runner's widget, formulas typeset),
+  // CPU that Pyodide's start, and then the first Check, compete for on a 2-core machine (issue 33). Other
+  // pages at once.
   function afterPythonStarts(run) {
-    if (document.documentElement.dataset.courseRunnerStarting === "true") {
-      document.addEventListener("course-runner-started", run, { once: true });
+    var html = document.documentElement;
+    function whenIdle() {
+      if (html.dataset.courseRunnerBusy === "true") {
+        document.addEventListener("course-runner-idle", whenIdle, { once: true });
+      } else {
+        run();
+      }
+    }
+    if (html.dataset.courseRunnerStarting === "true") {
+      document.addEventListener("course-runner-started", whenIdle, { once: true });
     } else {
-      run();
+      whenIdle();
     }
   }
 

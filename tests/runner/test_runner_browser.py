@@ -682,9 +682,11 @@ def test_quarto_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pyth
 
 def test_scroll_boxes_are_marked_once_python_has_started(fresh_context, pages) -> None:
     """On a phone the real preview page has a box that scrolls; site.js makes it a tab stop (axe-core's
-    scrollable-region-focusable) once the runner's Python has started, not while it starts (reading every
-    box's style and size forced the page's style and layout again after each change; issue 33). Stands in
-    for the CPU left to Pyodide: with the wasm held back, nothing is marked after the page has loaded."""
+    scrollable-region-focusable) once the runner's Python has started and has answered a Run clicked
+    meanwhile, not before (reading every box's style and size forced the page's style and layout again
+    after each change; issue 33). Stands in for the CPU left to Pyodide and to the first Check: with the
+    wasm held back, nothing is marked after the page has loaded; once Python has started, nothing is
+    marked while the Run (a 2 s sleep) is pending, after the frames in which site.js used to mark them."""
     held: list[object] = []
     fresh_context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
     page = fresh_context.new_page()
@@ -695,10 +697,16 @@ def test_scroll_boxes_are_marked_once_python_has_started(fresh_context, pages) -
         assert held, "the worker did not request pyodide.asm.wasm"
         assert page.get_attribute(".cr-widget", "data-state") == "loading"
         assert page.locator("[data-course-scroll-stop]").count() == 0, "marked while Python starts"
+        page.evaluate(f"code => {{ {RUNNER}.code = code; }}", "import time\ntime.sleep(2)\n")
+        page.click("button[data-action=run]")
     finally:
         for route in held:
             route.continue_()
-    page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
+    page.wait_for_selector("html[data-course-runner-starting=false]", state="attached", timeout=120_000)
+    for _ in range(3):  # what "course-runner-started" set off (after a frame and a timer) has run
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)))")
+    assert page.get_attribute("html", "data-course-runner-busy") == "true", "the Run ended too soon to tell"
+    assert page.locator("[data-course-scroll-stop]").count() == 0, "marked while the Run is pending"
     page.wait_for_selector("main [data-course-scroll-stop][tabindex='0']", state="attached", timeout=30_000)
 
 
