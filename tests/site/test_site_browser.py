@@ -32,7 +32,7 @@ def open_page(page: object, url: str) -> None:
             requestAnimationFrame(() => requestAnimationFrame(r));
             setTimeout(r, 1000);  // no frame comes while the page is hidden
         });
-        for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight) {  // each screen once
+        for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight / 2) {
             scrollTo(0, y);
             await pause();
         }
