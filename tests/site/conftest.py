@@ -80,9 +80,10 @@ SCREENSHOT_TIMEOUT_MS = 30_000
 def save_screenshot(target: object, name: str) -> Path:
     """Save a screenshot of a page (full length) or of one element under build/screenshots/; return its path.
 
-    A record for people, not a check: a full-length capture that Chromium never finishes (it hung past 180 s
-    after "fonts loaded", twice in five fresh-clone runs at load 6-7, on the lesson and on the demo page)
-    falls back to the visible part, with a warning in pytest's summary."""
+    A record for people, not a check: a full-length capture that Chromium does not finish in 30 s falls back
+    to the visible part, with a warning in pytest's summary. (One on the demo page hung past 180 s after
+    "fonts loaded", in a fresh-clone run at load 7; one of the lesson took over 30 s in another. When the
+    page has stopped giving frames altogether, the fallback times out as well.)"""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
