@@ -21,6 +21,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -351,8 +352,9 @@ def test_the_class_processes_are_its_graders_and_not_another_graders_at_the_same
             await km.shutdown_kernel(now=True)
             km.remove_socket_dir()
 
-    try:
-        found, mine, theirs = asyncio.run(both_running())
+    try:  # in a thread of its own: Playwright's sync API, once started in this process, keeps a loop running here
+        with ThreadPoolExecutor(max_workers=1) as thread:
+            found, mine, theirs = thread.submit(asyncio.run, both_running()).result()
     finally:
         other.stdin.close()
         other.wait(timeout=60)
