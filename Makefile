@@ -44,7 +44,7 @@ $(STAMP): requirements.txt pyproject.toml package.json package-lock.json | syste
 	npm ci --silent --no-audit --no-fund & npm=$$!; \
 	links=$$( { $(PY) -m pip config get global.find-links 2>/dev/null; echo "$${PIP_FIND_LINKS:-}"; } \
 	          | tr ' ' '\n' | sed -n 's/^./--find-links=&/p'); \
-	$(PY) -m uv pip install --quiet --python $(PY) $$links -r requirements.txt \
+	$(PY) -m uv pip install --quiet --compile-bytecode --python $(PY) $$links -r requirements.txt \
 	  && $(PY) -m uv pip install --quiet --python $(PY) --no-deps -e . ; pip=$$?; \
 	wait $$npm && exit $$pip
 	touch $@

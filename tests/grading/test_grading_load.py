@@ -80,7 +80,7 @@ def two_grades(release_template, tmp_path_factory):
     assert main(args) == 0
     idle = course.report_csv.read_text(encoding="utf-8")
     context = multiprocessing.get_context("spawn")
-    hogs = [context.Process(target=_busy, daemon=True) for _ in range(2 * (os.cpu_count() or 1))]
+    hogs = [context.Process(target=_busy, daemon=True) for _ in range(os.cpu_count() or 1)]  # one per core
     for hog in hogs:
         hog.start()
     try:
