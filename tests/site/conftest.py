@@ -6,6 +6,7 @@ assert that nothing failed and nothing left localhost.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -75,20 +76,23 @@ def first_visit_page_and_log(browser: object) -> Iterator[tuple[object, PageLog]
 
 
 SCREENSHOT_TIMEOUT_MS = 30_000
+# FULL_SCREENSHOTS=1 (`make test FULL_SCREENSHOTS=1`): pages are saved full length, not only their visible part
+FULL_LENGTH = os.environ.get("FULL_SCREENSHOTS") == "1"
 
 
 def save_screenshot(target: object, name: str) -> Path:
-    """Save a screenshot of a page (full length) or of one element under build/screenshots/; return its path.
+    """Save a screenshot of a page (its visible part; full length with FULL_SCREENSHOTS=1) or of one element under
+    build/screenshots/; return its path.
 
-    A record for people, not a check: a full-length capture that Chromium does not finish in 30 s falls back
-    to the visible part, with a warning in pytest's summary. (One on the demo page hung past 180 s after
-    "fonts loaded", in a fresh-clone run at load 7; one of the lesson took over 30 s in another. When the
-    page has stopped giving frames altogether, the fallback times out as well.)"""
+    A record for people, not a check. The visible part by default: a full-length capture of the lesson costs about
+    0.7 s of the browser's CPU (the suite is CPU-bound), and is where a page that stopped giving frames hung (one on
+    the demo page past 180 s, in a fresh-clone run at load 7). A full-length capture that Chromium does not finish
+    in 30 s falls back to the visible part, with a warning in pytest's summary."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    if not hasattr(target, "goto"):
+    if not hasattr(target, "goto") or not FULL_LENGTH:
         target.screenshot(path=str(path), timeout=SCREENSHOT_TIMEOUT_MS)
         return path
     try:
