@@ -36,16 +36,15 @@ system-test: $(STAMP) ## the system packages the tests need (Chromium, bubblewra
 # ---- set-up: a virtualenv with the pinned packages, and the npm packages the site serves offline.
 # uv (pinned in requirements.txt; pip installs it first) makes .venv hold exactly requirements.txt's pins, then
 # the kit itself: about 8 s on a fresh clone against pip's 52 s (it downloads and unpacks in parallel), and a
-# package dropped from the list leaves .venv too. uv reads no pip.conf, so pip's find-links (where a local
-# torch wheel may wait) are handed to it. npm ci runs meanwhile.
+# package dropped from the list leaves .venv too. uv reads no pip.conf: $(UV) runs it with pip's indexes (a
+# mirror), find-links (a local torch wheel) and certificate. npm ci runs meanwhile.
+UV := $(PY) src/coursekit/pip_settings.py
 $(STAMP): requirements.txt pyproject.toml package.json package-lock.json | system-setup
 	test -x $(PY) || python3 -m venv .venv
 	$(PY) -m pip install --quiet $$(grep '^uv==' requirements.txt)
 	npm ci --silent --no-audit --no-fund & npm=$$!; \
-	links=$$( { $(PY) -m pip config get global.find-links 2>/dev/null; echo "$${PIP_FIND_LINKS:-}"; } \
-	          | tr ' ' '\n' | sed -n 's/^./--find-links=&/p'); \
-	$(PY) -m uv pip sync --quiet --compile-bytecode --python $(PY) $$links requirements.txt \
-	  && $(PY) -m uv pip install --quiet --python $(PY) --no-deps -e . ; pip=$$?; \
+	$(UV) pip sync --quiet --compile-bytecode --python $(PY) requirements.txt \
+	  && $(UV) pip install --quiet --python $(PY) --no-deps -e . ; pip=$$?; \
 	wait $$npm && exit $$pip
 	touch $@
 
