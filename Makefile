@@ -34,10 +34,10 @@ system-test: $(STAMP) ## the system packages the tests need (Chromium, bubblewra
 	$(PY) $(SYSTEM) test $(SYSTEM_FLAGS)
 
 # ---- set-up: a virtualenv with the pinned packages, and the npm packages the site serves offline.
-# uv (pinned in requirements.txt; pip installs it and pip's own pin first) makes .venv hold exactly requirements.txt's pins, then
-# the kit itself: about 8 s on a fresh clone against pip's 52 s (it downloads and unpacks in parallel), and a
-# package dropped from the list leaves .venv too. uv reads no pip.conf: $(UV) runs it with pip's indexes (a
-# mirror), find-links (a local torch wheel) and certificate. npm ci runs meanwhile.
+# uv (pinned in requirements.txt; pip installs it and pip's own pin first) makes .venv hold exactly
+# requirements.txt's pins, then the kit itself: about 8 s on a fresh clone against pip's 52 s (it downloads and
+# unpacks in parallel), and a package dropped from the list leaves .venv too. uv reads no pip.conf: $(UV) runs
+# it with pip's indexes (a mirror), find-links (a local torch wheel) and certificate. npm ci runs meanwhile.
 UV := $(PY) src/coursekit/pip_settings.py
 $(STAMP): requirements.txt pyproject.toml package.json package-lock.json | system-setup
 	test -x $(PY) || python3 -m venv .venv
