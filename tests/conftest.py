@@ -133,10 +133,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # ---- `make test` runs the tests in pytest-xdist workers (`-n N --dist loadgroup`): the tests of one module stay
 # on one worker (its module fixtures are made once), and every module that uses one of these session fixtures
-# (a class graded once per run) runs on the same worker, which grades it once. (xdist's own xdist_group marks
+# runs on the same worker, which makes it once: a class graded once per run, a site built and served once (its
+# pages then share the warm browser context's cache and the runner's start-up snapshot: Python starts the slow
+# way once per site, not once per module). (xdist's own xdist_group marks
 # do nothing under pytest 9, which ignores the node id xdist rewrites: the workers write the groups into the
 # run's folder as they collect, and the controller's scheduler reads them.)
-SHARED_CLASSES = ("graded_class", "instructor_class")
+SHARED_FIXTURES = ("graded_class", "instructor_class", "site_urls", "pages")
 GROUPS_FILE = "xdist-groups.json"  # {module: group}, in the run's folder (the workers' basetemps are inside it)
 
 
@@ -146,7 +148,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     groups: dict[str, str] = {}
     for item in items:
         module = item.nodeid.split("::")[0]
-        shared = next((name for name in SHARED_CLASSES if name in getattr(item, "fixturenames", ())), None)
+        shared = next((name for name in SHARED_FIXTURES if name in getattr(item, "fixturenames", ())), None)
         if shared or module not in groups:
             groups[module] = shared or groups.get(module, module)
     run = Path(config.option.basetemp).parent  # xdist gives each worker <run>/popen-gwN
@@ -320,19 +322,20 @@ def browser() -> Iterator[object]:
         chromium.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def warm_context(browser: object) -> Iterator[object]:
-    """One browser context per test module (1280x900), as a student's browser on a later visit: the HTTP
+    """One browser context per pytest process (1280x900), as a student's browser on a later visit: the HTTP
     cache, compiled WebAssembly and the runner's start-up snapshot stay warm (Python starts in a fraction of
-    the time). Tests take it through `warm_page_context`, which leaves no saved work behind."""
+    the time), from module to module (the modules that serve the same site run in one process: SHARED_FIXTURES).
+    Tests take it through `warm_page_context`, which leaves no page and no saved work behind."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     yield ctx
     ctx.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def snapshot_origins() -> set[str]:
-    """The sites whose runner start-up snapshot the module's warm context has stored."""
+    """The sites whose runner start-up snapshot the warm context has stored."""
     return set()
 
 
@@ -368,19 +371,23 @@ def keep_the_snapshot(page: object, stored: set[str]) -> None:
 
 @pytest.fixture
 def warm_page_context(warm_context: object, snapshot_origins: set[str]) -> Iterator[object]:
-    """The module's warm context; after the test its pages are closed (the first to start Python on a site
-    once it has stored the runner's start-up snapshot: keep_the_snapshot) and every site they opened forgets
-    what it saved (localStorage and sessionStorage: the runner's code and answers, the open hint levels)."""
+    """The warm context; after the test its pages are closed (the first to start Python on a site once it has
+    stored the runner's start-up snapshot: keep_the_snapshot) and every site they opened forgets what it saved
+    (localStorage and sessionStorage: the runner's code and answers, the open hint levels). The forgetting is
+    done in one of the test's own tabs, navigated to the site's root: a new tab costs Chromium a renderer
+    process (about 0.4 s of CPU), and a navigation ends the test's page, so no late save can follow it."""
     yield warm_context
-    origins = {_origin(p.url) for p in warm_context.pages if p.url.startswith("http")}
-    for page in warm_context.pages:
+    pages = warm_context.pages
+    origins = {_origin(p.url) for p in pages if p.url.startswith("http")}
+    for page in pages:
         keep_the_snapshot(page, snapshot_origins)
+    if origins:
+        tidy = pages[0]
+        for origin in origins:
+            tidy.goto(origin + "/", wait_until="domcontentloaded")
+            tidy.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+    for page in warm_context.pages:
         page.close()
-    for origin in origins:
-        cleaner = warm_context.new_page()
-        cleaner.goto(origin + "/")
-        cleaner.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
-        cleaner.close()
 
 
 # ---- nothing a test starts outlives the session

@@ -133,7 +133,7 @@ class Requests:
 
 @pytest.fixture
 def context(warm_page_context: object) -> object:
-    """The module's warm context (tests/conftest.py): no saved work, no page left open after the test."""
+    """The warm context (tests/conftest.py): no saved work, no page left open after the test."""
     return warm_page_context
 
 

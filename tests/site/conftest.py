@@ -62,7 +62,7 @@ def _logged_page(context: object) -> tuple[object, PageLog]:
 
 @pytest.fixture
 def page_and_log(warm_page_context: object) -> tuple[object, PageLog]:
-    """A new page of the module's warm context (tests/conftest.py), logged against 127.0.0.1; no saved work
+    """A new page of the warm context (tests/conftest.py), logged against 127.0.0.1; no saved work
     is left after the test."""
     return _logged_page(warm_page_context)
 

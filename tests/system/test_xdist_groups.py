@@ -1,5 +1,5 @@
 """`make test` runs pytest in xdist workers (tests/conftest.py, `-n N --dist loadgroup`): the tests of a module
-stay on one worker, and every module that uses a class graded once per run (SHARED_CLASSES) runs on the same
+stay on one worker, and every module that uses a class graded once per run (SHARED_FIXTURES) runs on the same
 worker, so the class is graded once. Here an inner run has four modules using a stand-in `graded_class`
 (it notes each time it is made) and four that do not, on two workers."""
 
