@@ -13,8 +13,8 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.mark.parametrize("name", ["quarto", "bootstrap", "preview"])
-def test_axe_finds_nothing_serious_on_the_runner_pages(name, context, pages, axe_violations) -> None:
-    widget = Widget(context.new_page(), pages[name])
+def test_axe_finds_nothing_serious_on_the_runner_pages(name, tab, pages, axe_violations) -> None:
+    widget = Widget(tab, pages[name])
     widget.wait_ready()
     widget.wait_editor()
     assert axe_violations(widget.page) == [], f"{name}: with the editor"

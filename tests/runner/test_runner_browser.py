@@ -105,8 +105,8 @@ def statuses(results: dict[str, tuple[str, str]]) -> dict[str, str]:
 
 # ---------------------------------------------------------------- checks: one verdict with the grader
 
-def test_blank_code_fails_every_check_and_says_the_aggregation_is_scored_on_the_own_run(context, pages) -> None:
-    widget = Widget(context.new_page(), pages["preview"])
+def test_blank_code_fails_every_check_and_says_the_aggregation_is_scored_on_the_own_run(tab, pages) -> None:
+    widget = Widget(tab, pages["preview"])
     assert widget.code == LESSON_11.blank_code
     results = widget.check()
     assert statuses(results) == {"normal": "fail", "boundary": "fail", "aggregation": "fail"}
@@ -116,10 +116,10 @@ def test_blank_code_fails_every_check_and_says_the_aggregation_is_scored_on_the_
     assert "response_mean" in aggregation and "评分时此项 0 分" in aggregation
 
 
-def test_wrong_variance_fails_with_the_graders_chinese_reason_and_the_own_run_it_never_reached(context, pages):
+def test_wrong_variance_fails_with_the_graders_chinese_reason_and_the_own_run_it_never_reached(tab, pages):
     """The self-checks (the test cells' SELF-CHECKS blocks) say why, in the hidden tests' words, not a
     bare AssertionError of the given asserts."""
-    widget = Widget(context.new_page(), pages["preview"])
+    widget = Widget(tab, pages["preview"])
     widget.type_code(SAMPLE_VARIANCE)
     results = widget.check()
     assert statuses(results) == {"normal": "fail", "boundary": "fail", "aggregation": "fail"}
@@ -132,16 +132,16 @@ def test_wrong_variance_fails_with_the_graders_chinese_reason_and_the_own_run_it
     assert "3 组检查中通过 0 组" in widget.page.inner_text(".cr-summary")
 
 
-def test_std_equal_to_zero_fails_a_self_check_with_the_graders_reason(context, pages) -> None:
-    widget = Widget(context.new_page(), pages["preview"])
+def test_std_equal_to_zero_fails_a_self_check_with_the_graders_reason(tab, pages) -> None:
+    widget = Widget(tab, pages["preview"])
     widget.type_code(CORRECT.replace("if std < eps:", "if std == 0:"))
     results = widget.check()
     assert statuses(results) == {"normal": "pass", "boundary": "fail", "aggregation": "pass"}
     assert "浮点误差让 std 略大于 0，组没有归零：要用 std < eps 判断，而不是 std == 0" in results["boundary"][1]
 
 
-def test_a_rewritten_guard_is_named_as_the_rubrics_veto(context, pages) -> None:
-    widget = Widget(context.new_page(), pages["preview"])
+def test_a_rewritten_guard_is_named_as_the_rubrics_veto(tab, pages) -> None:
+    widget = Widget(tab, pages["preview"])
     widget.type_code(CORRECT.replace("if not rewards:", "if len(rewards) == 0:"))
     results = widget.check()
     assert [status for status, _ in results.values()] == ["pass"] * 3  # full automatic points ...
@@ -150,16 +150,16 @@ def test_a_rewritten_guard_is_named_as_the_rubrics_veto(context, pages) -> None:
     assert "一票否决" in widget.page.inner_text(".cr-summary")
 
 
-def test_changed_recipe_fails_the_own_run_check_with_the_values(context, pages) -> None:
-    widget = Widget(context.new_page(), pages["preview"])
+def test_changed_recipe_fails_the_own_run_check_with_the_values(tab, pages) -> None:
+    widget = Widget(tab, pages["preview"])
     widget.type_code(CORRECT.replace("ratios = [4., .25]", "ratios = [4., .25]\nratios = (4., .25)"))
     results = widget.check()
     assert statuses(results) == {"normal": "pass", "boundary": "pass", "aggregation": "fail"}
     assert "你的 ratios = (4.0, 0.25)，应为 [4.0, 0.25]" in results["aggregation"][1]
 
 
-def test_correct_answer_passes_all_checks_without_leaving_localhost(context, pages, requests) -> None:
-    widget = Widget(context.new_page(), pages["preview"])
+def test_correct_answer_passes_all_checks_without_leaving_localhost(tab, pages, requests) -> None:
+    widget = Widget(tab, pages["preview"])
     widget.type_code(CORRECT)
     for _ in range(2):  # the second Check reuses the warm worker
         results = widget.check()
@@ -172,8 +172,8 @@ def test_correct_answer_passes_all_checks_without_leaving_localhost(context, pag
     assert requests.errors == []
 
 
-def test_run_shows_stdout_and_the_traceback(context, pages) -> None:
-    widget = Widget(context.new_page(), pages["preview"])
+def test_run_shows_stdout_and_the_traceback(tab, pages) -> None:
+    widget = Widget(tab, pages["preview"])
     widget.type_code('print("你好", 1 + 1)\nimport sys\nprint("警告", file=sys.stderr)\n1 / 0\n')
     output = widget.run()
     assert "你好 2" in output and "警告" in output
@@ -183,8 +183,8 @@ def test_run_shows_stdout_and_the_traceback(context, pages) -> None:
 
 # ---------------------------------------------------------------- the editor (CodeMirror 6)
 
-def test_editor_is_codemirror_with_highlighting_line_numbers_and_brackets(context, pages) -> None:
-    page = context.new_page()
+def test_editor_is_codemirror_with_highlighting_line_numbers_and_brackets(tab, pages) -> None:
+    page = tab
     widget = Widget(page, pages["preview"])
     widget.wait_editor()
     assert page.locator(".cr-editor .cm-editor").count() == 1
@@ -203,8 +203,8 @@ def test_editor_is_codemirror_with_highlighting_line_numbers_and_brackets(contex
     assert page.get_attribute(".cm-content", "role") == "textbox"
 
 
-def test_editor_keys_indent_dedent_undo_redo_and_close_brackets(context, pages) -> None:
-    page = context.new_page()
+def test_editor_keys_indent_dedent_undo_redo_and_close_brackets(tab, pages) -> None:
+    page = tab
     widget = Widget(page, pages["preview"])
     widget.type_code("")
     widget.wait_editor()
@@ -227,8 +227,8 @@ def test_editor_keys_indent_dedent_undo_redo_and_close_brackets(context, pages) 
     assert widget.code == "def f():\n        return 1"
 
 
-def test_shortcuts_run_and_check_and_escape_then_tab_leaves_the_editor(context, pages) -> None:
-    page = context.new_page()
+def test_shortcuts_run_and_check_and_escape_then_tab_leaves_the_editor(tab, pages) -> None:
+    page = tab
     widget = Widget(page, pages["preview"])
     widget.wait_ready()
     widget.wait_editor()
@@ -269,9 +269,9 @@ def test_input_method_composition_commits_only_the_chosen_characters(context, pa
     page.wait_for_function("() => document.querySelector('.cr-output').textContent.includes('没有输出')")
 
 
-def test_the_editor_fills_its_column_on_a_bootstrap_styled_page(context, pages, requests) -> None:
+def test_the_editor_fills_its_column_on_a_bootstrap_styled_page(tab, pages, requests) -> None:
     """Quarto 1.10's pages are Bootstrap 5.3 (its themes compile Bootstrap's CSS): the editor must not shrink."""
-    page = context.new_page()
+    page = tab
     page.set_viewport_size({"width": 1366, "height": 900})
     widget = Widget(page, pages["bootstrap"])
     widget.wait_editor()
@@ -353,8 +353,8 @@ def test_code_shows_at_once_and_what_is_typed_before_the_editor_is_built_is_kept
     assert widget.code == CORRECT + "\nprint('早')!", "typing in either is saved"
 
 
-def test_without_the_editor_bundle_the_textarea_still_runs_the_code(context, pages, requests) -> None:
-    page = context.new_page()
+def test_without_the_editor_bundle_the_textarea_still_runs_the_code(tab, pages, requests) -> None:
+    page = tab
     page.route("**/assets/runner/editor.js", lambda route: route.abort())
     widget = Widget(page, pages["preview"])
     page.click("textarea.cr-plain-code")  # asks for the editor at once (before Python is ready)
@@ -370,8 +370,8 @@ def test_without_the_editor_bundle_the_textarea_still_runs_the_code(context, pag
 
 # ---------------------------------------------------------------- saved work, stop, time limits, crashes
 
-def test_reload_keeps_the_code_and_start_over_restores_the_blanks(context, pages) -> None:
-    page = context.new_page()
+def test_reload_keeps_the_code_and_start_over_restores_the_blanks(tab, pages) -> None:
+    page = tab
     widget = Widget(page, pages["preview"])
     widget.type_code(SAMPLE_VARIANCE)
     page.fill(".cr-answer[data-answer-id=q2]", "组内标准化")
@@ -386,8 +386,8 @@ def test_reload_keeps_the_code_and_start_over_restores_the_blanks(context, pages
     assert widget.code == LESSON_11.blank_code
 
 
-def test_infinite_loop_is_stopped_and_the_time_limit_is_said_once(context, pages, time_limit_s) -> None:
-    page = context.new_page()
+def test_infinite_loop_is_stopped_and_the_time_limit_is_said_once(tab, pages, time_limit_s) -> None:
+    page = tab
     widget = Widget(page, pages["preview"])
     widget.type_code(INFINITE_LOOP)
     widget.wait_ready()
@@ -408,9 +408,9 @@ def test_infinite_loop_is_stopped_and_the_time_limit_is_said_once(context, pages
     assert [status for status, _ in widget.check().values()] == ["pass"] * 3
 
 
-def test_a_loop_in_the_code_times_out_per_step_as_in_the_grader(context, pages, time_limit_s) -> None:
+def test_a_loop_in_the_code_times_out_per_step_as_in_the_grader(tab, pages, time_limit_s) -> None:
     """The grader interrupts the cell and goes on; so does Check: what was defined before the loop stays."""
-    widget = Widget(context.new_page(), pages["preview"])
+    widget = Widget(tab, pages["preview"])
     widget.type_code(CORRECT.replace("return [0.0] * len(rewards)", "while True:\n            pass"))
     results = widget.check()
     assert statuses(results) == {"normal": "pass", "boundary": "fail", "aggregation": "fail"}
@@ -418,8 +418,8 @@ def test_a_loop_in_the_code_times_out_per_step_as_in_the_grader(context, pages, 
     assert f"运行超过 {time_limit_s:g} 秒" in widget.page.inner_text(".cr-setup-error")
 
 
-def test_a_crashed_interpreter_is_replaced_and_fails_every_check(context, pages) -> None:
-    widget = Widget(context.new_page(), pages["preview"])
+def test_a_crashed_interpreter_is_replaced_and_fails_every_check(tab, pages) -> None:
+    widget = Widget(tab, pages["preview"])
     widget.type_code("import os\nos._exit(1)\n")  # ends the interpreter itself, not just the code
     assert "Python 内部出错（Program terminated with exit(1)），已重新启动。" in widget.run()
     widget.type_code(CORRECT + "\nimport os\nos._exit(1)\n")
@@ -432,8 +432,8 @@ def test_a_crashed_interpreter_is_replaced_and_fails_every_check(context, pages)
 
 # ---------------------------------------------------------------- the page's hints, keyboard, fonts
 
-def test_hints_are_the_pages_own_widget_with_one_state(context, pages) -> None:
-    page = context.new_page()
+def test_hints_are_the_pages_own_widget_with_one_state(tab, pages) -> None:
+    page = tab
     Widget(page, pages["real"]).wait_ready()  # its status line then says what the hints do, not Python's start
     assert page.locator(".cr-hint, .cr-hints").count() == 0, "the runner has no hint panel of its own"
     opened = []
@@ -456,8 +456,8 @@ def test_hints_are_the_pages_own_widget_with_one_state(context, pages) -> None:
     assert page.inner_text("button[data-action=hint]") == "提示（第 3 级）"
 
 
-def test_keyboard_skip_link_and_focus_stays_on_the_pressed_button(context, pages) -> None:
-    page = context.new_page()
+def test_keyboard_skip_link_and_focus_stays_on_the_pressed_button(tab, pages) -> None:
+    page = tab
     widget = Widget(page, pages["real"])
     widget.wait_ready()
     page.keyboard.press("Tab")
@@ -491,8 +491,8 @@ def test_runner_text_uses_sans_serif_fonts_and_no_emoji(context, pages) -> None:
 
 # ---------------------------------------------------------------- other pages, the 学号 rule, hand-in
 
-def test_quarto_page_attaches_to_the_course_runner_div(context, pages, requests) -> None:
-    widget = Widget(context.new_page(), pages["quarto"])
+def test_quarto_page_attaches_to_the_course_runner_div(tab, pages, requests) -> None:
+    widget = Widget(tab, pages["quarto"])
     assert not widget.page.is_visible(".course-runner > .cell")
     answer_boxes = widget.page.query_selector_all(".course-answer > .cr-answer")
     assert [box.get_attribute("data-answer-id") for box in answer_boxes] == ["q1", "q2", "q3", "explanation"]
@@ -572,9 +572,9 @@ def test_student_id_is_validated_as_typed_with_the_graders_rule(context, pages) 
             assert "学号" in page.inner_text(".cr-status"), typed
 
 
-def test_downloaded_notebook_autogrades_to_full_automatic_points(context, pages, course: Course,
+def test_downloaded_notebook_autogrades_to_full_automatic_points(tab, pages, course: Course,
                                                                   tmp_path: Path) -> None:
-    page = context.new_page()
+    page = tab
     widget = Widget(page, pages["preview"])
     widget.type_code(CORRECT)
     for grade_id in ANSWER_IDS:
@@ -606,8 +606,8 @@ def test_downloaded_notebook_autogrades_to_full_automatic_points(context, pages,
     assert row["flags"] == "", row["flags"]
 
 
-def test_real_preview_page_checks_and_offers_answer_boxes(context, pages, requests) -> None:
-    widget = Widget(context.new_page(), pages["real"])
+def test_real_preview_page_checks_and_offers_answer_boxes(tab, pages, requests) -> None:
+    widget = Widget(tab, pages["real"])
     boxes = widget.page.query_selector_all(".celltag_course-answer > .cr-answer")
     assert [box.get_attribute("data-answer-id") for box in boxes] == ANSWER_IDS
     widget.type_code(CORRECT)

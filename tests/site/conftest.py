@@ -49,29 +49,33 @@ class PageLog:
         return [u for u in self.requests if not u.startswith(("data:", "blob:", self.origin))]
 
 
-def _logged_page(context: object) -> tuple[object, PageLog]:
-    page = context.new_page()
+def _logged_page(page: object) -> tuple[object, PageLog, list[tuple[str, object]]]:
     log = PageLog(origin="http://127.0.0.1:")
-    page.on("console", lambda m: m.type == "error" and log.errors.append(f"console: {m.text}"))
-    page.on("pageerror", lambda e: log.errors.append(f"pageerror: {e}"))
-    page.on("request", lambda r: log.requests.append(r.url))
-    page.on("requestfailed", lambda r: log.failed.append(f"{r.url} ({r.failure})"))
-    page.on("response", lambda r: r.status >= 400 and log.failed.append(f"{r.url} (HTTP {r.status})"))
-    return page, log
+    handlers = [("console", lambda m: m.type == "error" and log.errors.append(f"console: {m.text}")),
+                ("pageerror", lambda e: log.errors.append(f"pageerror: {e}")),
+                ("request", lambda r: log.requests.append(r.url)),
+                ("requestfailed", lambda r: log.failed.append(f"{r.url} ({r.failure})")),
+                ("response", lambda r: r.status >= 400 and log.failed.append(f"{r.url} (HTTP {r.status})"))]
+    for event, handler in handlers:
+        page.on(event, handler)
+    return page, log, handlers
 
 
 @pytest.fixture
-def page_and_log(warm_page_context: object) -> tuple[object, PageLog]:
-    """A new page of the warm context (tests/conftest.py), logged against 127.0.0.1; no saved work
-    is left after the test."""
-    return _logged_page(warm_page_context)
+def page_and_log(tab: object) -> Iterator[tuple[object, PageLog]]:
+    """The warm context's reused tab (tests/conftest.py), logged against 127.0.0.1 during the test; no saved
+    work is left after it."""
+    page, log, handlers = _logged_page(tab)
+    yield page, log
+    for event, handler in handlers:
+        page.remove_listener(event, handler)
 
 
 @pytest.fixture
 def first_visit_page_and_log(browser: object) -> Iterator[tuple[object, PageLog]]:
     """A page in a brand-new context (empty cache and storage), logged against 127.0.0.1: a first visit."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    yield _logged_page(context)
+    yield _logged_page(context.new_page())[:2]
     context.close()
 
 
