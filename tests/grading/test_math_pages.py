@@ -34,6 +34,11 @@ TYPESET = """() => {
 }"""
 
 
+# resolves once MathJax's start-up typesetting has ended and a typeset of whatever is left has too (MathJax 3:
+# startup.promise, typesetPromise; both chain on the same queue, so no pass is still pending after it)
+SETTLED = "() => MathJax.startup.promise.then(() => MathJax.typesetPromise()).then(() => true)"
+
+
 def with_written_answers(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
@@ -79,7 +84,7 @@ def read_page(page, url: str, allowed: str, name: str) -> None:
             and errors.append(msg.text))
     page.goto(url)
     page.wait_for_function(TYPESET, timeout=60_000)
-    page.wait_for_timeout(500)  # MathJax typesets in passes; let the last one end
+    page.evaluate(SETTLED)  # MathJax typesets in passes: wait for the last one, not for a fixed time
     assert page.evaluate(TYPESET), "a formula did not typeset"
     answers = page.locator("body").inner_text()
     assert not RAW_TEX.search(answers), RAW_TEX.search(answers)
