@@ -107,10 +107,10 @@ lab: $(STAMP) release ## JupyterLab on the student bundle, outside this reposito
 	$(CK) lab $(LESSON_ARG)
 
 # ---- checks
-# TEST_WORKERS=N: pytest-xdist workers (each module's tests, and the modules sharing a graded class, on one
-# worker: tests/conftest.py); 4 by default: the suite is CPU-bound on 2 cores (about 1100 CPU-s in one process),
-# and a fourth worker fills the waits on browsers, servers and kernels that three leave idle (fresh-clone pytest:
-# 9 min 22 s with 4 against 10 min 17-22 s with 3, README); TEST_WORKERS=1: one process
+# TEST_WORKERS=N: pytest-xdist workers (each module's tests, and the modules sharing a graded class or a served
+# site, on one worker: tests/conftest.py); 4 by default: the suite is CPU-bound on 2 cores, and a fourth worker
+# fills the waits on browsers, servers and kernels that three leave idle (fresh-clone pytest, same commit: 9 min
+# 22 s with 4 against 10 min 17-22 s with 3); TEST_WORKERS=1: one process
 TEST_WORKERS ?= 4
 test: system-test ## lint, the trust boundary and every test [TEST_WORKERS=4]
 	$(PY) -m ruff check src tests bench

@@ -390,8 +390,8 @@ def warm_page_context(warm_context: object, snapshot_origins: set[str],
     origins = {_origin(p.url) for p in pages if p.url.startswith("http")}
     for page in pages:
         keep_the_snapshot(page, snapshot_origins)
-    tidy = keep if keep in pages else pages[0] if pages else None
-    for origin in origins:
+    for origin in origins:  # a site was opened, so there is a tab to forget it in
+        tidy = keep if keep in pages else pages[0]
         tidy.goto(origin + "/", wait_until="domcontentloaded")
         tidy.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
     for page in pages:
