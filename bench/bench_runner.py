@@ -37,6 +37,15 @@ MathJax's components without its context menu; on the preview no site.js, no hea
 index.css): what the first Check loses to each. (The preview's pages load no MathJax: their formulas are
 typeset when the site is built.)
 
+--against REV adds the exercise preview's lesson page as git revision REV builds it (a worktree of this repository in
+the temp folder, built by that revision's own `coursekit release` and `coursekit site --preview`, with this checkout's
+virtual environment and node_modules), measured in the same rounds: its ratio, and the per-round difference of the
+preview's ratio and REV's (the median of the differences: a regression check of the first Check against an earlier
+page, which the two medians alone, on a machine whose loads scatter by 10-20%, cannot give).
+
+--busy N keeps N processes spinning on the CPU during the rounds (the warm-up excepted): the loaded measurement
+(issue 33: the target holds quiet and loaded).
+
 With --first-only, each load also reads Chromium's CPU seconds from /proc (the browser's processes, the page's
 renderer with the runner's worker read before its context closes) and prints each page's and variant's CPU
 over the blank page's: what its start-up work costs the machine. Another process's load inflates it far less
@@ -53,6 +62,7 @@ import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -166,6 +176,37 @@ def build_site(out: Path) -> str:
     preview.write_pages(tex)
     preview.copy_mathjax(preview.Build(root=ROOT, branch=preview.BRANCHES["exercise"], site_dir=out))
     return preview.lesson_page(LESSON, "exercise").target
+
+
+def build_revision(rev: str, tmp: Path) -> Path:
+    """The exercise preview as git revision `rev` builds it (--against): a worktree in `tmp`, released and previewed
+    by that revision's own code; return its site folder."""
+    tree = tmp / f"rev-{re.sub(r'[^A-Za-z0-9._-]+', '-', rev)}"
+    git = ["git", "-C", str(ROOT)]
+    subprocess.run([*git, "worktree", "add", "--detach", "--quiet", str(tree), rev], check=True)
+    try:
+        (tree / "node_modules").symlink_to(ROOT / "node_modules")
+        env = {**os.environ, "PYTHONPATH": str(tree / "src")}  # that revision's coursekit, not this checkout's
+        for step in (["release"], ["site", "--preview", "--root", str(tree), "--lesson", LESSON.id]):
+            subprocess.run([sys.executable, "-m", "coursekit", *step], cwd=tree, env=env, check=True,
+                           stdout=subprocess.DEVNULL)
+        site = tmp / "against-site"
+        (tree / "_site").rename(site)
+        return site
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=True)
+
+
+@contextlib.contextmanager
+def busy_processes(count: int):
+    """`count` processes spinning on the CPU until the block ends (--busy)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 def build_preview_with_mathjax(site: Path, target: str) -> str:
@@ -353,6 +394,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure only the first Check (no second Check, Run or reload): quicker rounds")
     parser.add_argument("--variants", action="store_true",
                         help="also each page with one piece of its start-up work changed (VARIANTS), first Check only")
+    parser.add_argument("--against", metavar="REV",
+                        help="also the lesson page as git revision REV builds its preview, in the same rounds")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="N processes spinning on the CPU during the rounds (a loaded machine)")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
@@ -371,6 +416,11 @@ def main(argv: list[str] | None = None) -> int:
         pages = {"preview": target, "quarto": build_quarto_page(site, target),  # as runner.lua gives it
                  "quarto_no_boot": build_quarto_page(site, target, "quarto-no-boot", ("course-runner-boot",)),
                  "preview_mathjax": build_preview_with_mathjax(site, target)}
+        if args.against:
+            (site / "against").symlink_to(build_revision(args.against, Path(tmp)), target_is_directory=True)
+            if not (site / "against" / target).is_file():
+                raise SystemExit(f"error: --against {args.against}: its preview has no {target}")
+            pages["against"] = f"against/{target}"
         variants = {label: write_variant(site, pages[kind], label, changes)
                     for label, (kind, changes) in VARIANTS.items()} if args.variants else {}
         if args.variants:
@@ -384,27 +434,28 @@ def main(argv: list[str] | None = None) -> int:
                 first_only(browser, base + path, code)
             print(f"{'round':<6} {'load(1m)':>8} {'blank s':>8} " + " ".join(f"{n:>15}" for n in pages)
                   + "   (first Check / blank page)", flush=True)
-            for k in range(args.repeat):
-                load = os.getloadavg()[0]
-                # the blank page before and after the pages, the pages in turn in alternating order: a change
-                # of the machine's load during the round weighs on every page alike
-                order = list(pages) + list(variants)
-                order = order if k % 2 == 0 else order[::-1]
-                bare = [bare_pyodide(browser, base + "bare.html")]
-                run: dict[str, dict[str, float]] = {}
-                for name in order:
-                    url = base + (pages.get(name) or variants[name])
-                    run[name] = first_only(browser, url, code) if args.first_only or name in variants \
-                        else measure(browser, url, code)
-                bare.append(bare_pyodide(browser, base + "bare.html"))
-                blank = statistics.mean(b["first"] for b in bare)
-                run["bare"] = {"first": blank, "cpu": statistics.mean(b["cpu"] for b in bare), "load": load}
-                runs.append(run)
-                print(f"{k + 1:<6} {load:>8.2f} {blank:>8.2f} "
-                      + " ".join(f"{run[n]['first'] / blank:>15.2f}" for n in pages), flush=True)
-                for name in variants:
-                    cpu = f"  (CPU {run[name]['cpu'] / run['bare']['cpu']:.2f})" if run["bare"]["cpu"] else ""
-                    print(f"{'':<6} {'':>8} {'':>8} {name}: {run[name]['first'] / blank:.2f}{cpu}", flush=True)
+            with busy_processes(args.busy):  # none unless --busy
+                for k in range(args.repeat):
+                    load = os.getloadavg()[0]
+                    # the blank page before and after the pages, the pages in turn in alternating order: a change
+                    # of the machine's load during the round weighs on every page alike
+                    order = list(pages) + list(variants)
+                    order = order if k % 2 == 0 else order[::-1]
+                    bare = [bare_pyodide(browser, base + "bare.html")]
+                    run: dict[str, dict[str, float]] = {}
+                    for name in order:
+                        url = base + (pages.get(name) or variants[name])
+                        run[name] = first_only(browser, url, code) if args.first_only or name in variants \
+                            else measure(browser, url, code)
+                    bare.append(bare_pyodide(browser, base + "bare.html"))
+                    blank = statistics.mean(b["first"] for b in bare)
+                    run["bare"] = {"first": blank, "cpu": statistics.mean(b["cpu"] for b in bare), "load": load}
+                    runs.append(run)
+                    print(f"{k + 1:<6} {load:>8.2f} {blank:>8.2f} "
+                          + " ".join(f"{run[n]['first'] / blank:>15.2f}" for n in pages), flush=True)
+                    for name in variants:
+                        cpu = f"  (CPU {run[name]['cpu'] / run['bare']['cpu']:.2f})" if run["bare"]["cpu"] else ""
+                        print(f"{'':<6} {'':>8} {'':>8} {name}: {run[name]['first'] / blank:.2f}{cpu}", flush=True)
             browser.close()
         server.shutdown()
 
@@ -418,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(LINE.format(name="rounds (fresh contexts, pages in alternating order)", value=args.repeat))
     print(LINE.format(name="load average (1 min) at each round's start", value=" ".join(f"{x:.2f}" for x in loads)))
+    if args.busy:
+        print(LINE.format(name="processes spinning on the CPU during the rounds", value=args.busy))
     blanks = [r["bare"]["first"] for r in runs]
     print(LINE.format(name="blank page -> Pyodide loaded (s)  [baseline]", value=spread(blanks)))
     for name, title in (("preview", "preview"), ("quarto", "Quarto-shaped page")):
@@ -429,6 +482,10 @@ def main(argv: list[str] | None = None) -> int:
                       value=spread(ratios("quarto_no_boot"))))
     print(LINE.format(name="preview page with MathJax in the page (before issue 33) / blank  [baseline]",
                       value=spread(ratios("preview_mathjax"))))
+    if args.against:
+        print(LINE.format(name=f"{args.against}'s preview / blank", value=spread(ratios("against"))))
+        gaps = [a - b for a, b in zip(ratios("preview"), ratios("against"), strict=True)]
+        print(LINE.format(name=f"preview - {args.against}'s preview, paired by round", value=spread(gaps)))
     for name in variants:
         print(LINE.format(name=f"variant: {name} / blank", value=spread(ratios(name))))
     if args.first_only and all(r["bare"]["cpu"] for r in runs):
