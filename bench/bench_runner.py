@@ -34,8 +34,8 @@ both renderings, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
 with one piece of its start-up work taken out or changed (VARIANTS: on the Quarto-shaped page no MathJax,
 MathJax typesetting every formula at once, MathJax loaded but no formula typeset before Python has started,
 MathJax's components without its context menu; on the preview no site.js, no head boot, no JupyterLab
-index.css): what the first Check loses to each. (The preview's pages load no MathJax: their formulas are
-typeset when the site is built.)
+index.css, its formulas as plain text): what the first Check loses to each. (The preview's pages load no
+MathJax: their formulas are typeset when the site is built.)
 
 --against REV adds the exercise preview's lesson page as git revision REV builds it (a worktree of this repository in
 the temp folder, built by that revision's own `coursekit release` and `coursekit site --preview`, with this checkout's
@@ -67,6 +67,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -317,7 +318,8 @@ def measure(browser: object, url: str, code: str) -> dict[str, float]:
 
 # Variants of the two pages, each with one piece of its start-up work taken out or changed (--variants): what
 # the first Check loses to each. (page kind, label, [(text in the page, its replacement)]): each text must
-# occur exactly once in the page, or the bench stops (a variant that changed nothing would measure nothing).
+# occur exactly once in the page, or the bench stops (a variant that changed nothing would measure nothing); a
+# replacement that is a function (of the match) is made wherever the text occurs, at least once.
 MATHJAX_SCRIPT = re.compile(r'<script[^>]*src="[^"]*assets/vendor/mathjax/tex-chtml\.js"[^>]*></script>')
 SITE_JS = re.compile(r'<script[^>]*src="[^"]*assets/site/site\.js"[^>]*></script>')
 HEAD_BOOT = re.compile(r"<script>\(\(\) => \{ /\* the runner's worker, started before runner\.js.*?</script>", re.S)
@@ -333,6 +335,16 @@ LAB_CSS = re.compile(r'<style type="text/css">(?:(?!</style>).)*?Mozilla scrollb
 # the browser skips the layout and paint of a Markdown cell (its text and SVG formulas) until it nears the screen
 HEAD_END = re.compile(re.escape("</head>"))
 SKIP_OFF_SCREEN = "<style>.jp-MarkdownCell { content-visibility: auto; contain-intrinsic-size: auto 600px; }</style>"
+# a typeset formula of the preview (its SVG, then its assistive MathML), left as the MathML's plain text: the
+# first Check of the page with no formula drawn, the most any way of drawing them later could save
+FORMULA = re.compile(r"<mjx-container[^>]*>(?:(?!</mjx-container>).)*?<mjx-assistive-mml[^>]*>(.*?)</mjx-assistive-mml>"
+                     r"</mjx-container>", re.S)
+
+
+def formula_text(match: re.Match) -> str:
+    return re.sub(r"<[^>]+>", "", match[1])
+
+
 LEAN_MATHJAX = ('<script>MathJax.loader = {load: ["input/tex", "output/chtml", "a11y/assistive-mml"]};</script>'
                 '<script defer src="../assets/vendor/mathjax/startup.js"></script>')
 VARIANTS = {
@@ -341,6 +353,7 @@ VARIANTS = {
     "preview, no head boot": ("preview", [(HEAD_BOOT, "")]),
     "preview, no JupyterLab index.css": ("preview", [(LAB_CSS, "")]),
     "preview, Markdown cells off screen not rendered": ("preview", [(HEAD_END, SKIP_OFF_SCREEN + "</head>")]),
+    "preview, formulas as plain text": ("preview", [(FORMULA, formula_text)]),
     "quarto, no MathJax": ("quarto", [(MATHJAX_SCRIPT, "")]),
     "quarto, nothing typeset before Python": ("quarto", [(NEAR_AT_ONCE, "return left = now.concat(left), queue;")]),
     "quarto, MathJax all at once": ("quarto", [(ALL_AT_ONCE, "if (true ||")]),
@@ -354,12 +367,14 @@ def copy_lean_mathjax(site: Path) -> None:
         (site / "assets/vendor/mathjax" / name).write_bytes((ROOT / preview.MATHJAX / name).read_bytes())
 
 
-def write_variant(site: Path, page: str, label: str, changes: list[tuple[re.Pattern, str]]) -> str:
+def write_variant(site: Path, page: str, label: str,
+                  changes: list[tuple[re.Pattern, str | Callable[[re.Match], str]]]) -> str:
     """`page` with `changes` made, beside it as <name>-<label>.html; return its path."""
     text = (site / page).read_text(encoding="utf-8")
     for pattern, replacement in changes:
-        text, count = pattern.subn(lambda _m, r=replacement: r, text)
-        if count != 1:
+        every = callable(replacement)
+        text, count = pattern.subn(replacement if every else lambda _m, r=replacement: r, text)
+        if count != 1 and not (every and count):
             raise SystemExit(f"error: bench variant {label!r}: {pattern.pattern[:60]!r} occurs {count} times in {page}")
     slug = re.sub(r"[^a-z]+", "-", label.lower()).strip("-")
     out = str(Path(page).with_name(f"{Path(page).stem}-{slug}.html"))
