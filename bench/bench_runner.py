@@ -67,7 +67,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -181,25 +181,33 @@ def build_site(out: Path) -> str:
 
 def build_revision(rev: str, tmp: Path) -> Path:
     """The exercise preview as git revision `rev` builds it (--against): a worktree in `tmp`, released and previewed
-    by that revision's own code; return its site folder."""
+    by that revision's own code; return its site folder. A step that fails stops the bench with its reason."""
     tree = tmp / f"rev-{re.sub(r'[^A-Za-z0-9._-]+', '-', rev)}"
     git = ["git", "-C", str(ROOT)]
-    subprocess.run([*git, "worktree", "add", "--detach", "--quiet", str(tree), rev], check=True)
+
+    def run(what: str, step: list[str], **kwargs: object) -> None:
+        done = subprocess.run(step, capture_output=True, text=True, check=False, **kwargs)
+        if done.returncode:
+            reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise SystemExit(f"error: --against {rev}: {what} failed: {reason}")
+
+    run("git worktree add", [*git, "worktree", "add", "--detach", "--quiet", str(tree), rev])
     try:
         (tree / "node_modules").symlink_to(ROOT / "node_modules")
         env = {**os.environ, "PYTHONPATH": str(tree / "src")}  # that revision's coursekit, not this checkout's
         for step in (["release"], ["site", "--preview", "--root", str(tree), "--lesson", LESSON.id]):
-            subprocess.run([sys.executable, "-m", "coursekit", *step], cwd=tree, env=env, check=True,
-                           stdout=subprocess.DEVNULL)
+            run(f"its `coursekit {step[0]}`", [sys.executable, "-m", "coursekit", *step], cwd=tree, env=env)
+        if not (tree / "_site").is_dir():
+            raise SystemExit(f"error: --against {rev}: its `coursekit site --preview` wrote no _site folder")
         site = tmp / "against-site"
         (tree / "_site").rename(site)
         return site
     finally:
-        subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=True)
+        run("git worktree remove", [*git, "worktree", "remove", "--force", str(tree)])
 
 
 @contextlib.contextmanager
-def busy_processes(count: int):
+def busy_processes(count: int) -> Iterator[None]:
     """`count` processes spinning on the CPU until the block ends (--busy)."""
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     try:

@@ -43,3 +43,17 @@ def test_busy_processes_spin_until_the_block_ends() -> None:
             time.sleep(0.05)
         assert all(s.cpu_times().user > 0 for s in spinners), "a spinner did not run"
     assert not any(s.is_running() for s in spinners), "a spinner outlived the block"
+
+
+def test_a_revision_git_does_not_know_stops_the_bench_with_one_line(tmp_path: Path) -> None:
+    """`--against` a name that is no revision: git's reason in one line, and nothing left registered or written."""
+    before = worktrees()
+    try:
+        bench_runner.build_revision("no-such-revision", tmp_path)
+    except SystemExit as stop:
+        message = str(stop)
+    else:
+        raise AssertionError("an unknown revision was built")
+    assert message.startswith("error: --against no-such-revision: git worktree add failed: ") and "\n" not in message
+    assert worktrees() == before
+    assert not any(tmp_path.iterdir())
