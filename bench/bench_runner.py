@@ -179,6 +179,13 @@ def build_site(out: Path) -> str:
     return preview.lesson_page(LESSON, "exercise").target
 
 
+def revision_build_steps(tree: Path) -> list[list[str]]:
+    """The Python command lines (arguments after the interpreter) that build a revision's preview in its worktree
+    `tree`, in that revision's own words (--against)."""
+    return [["-m", "coursekit", "release"], ["-m", "coursekit", "site", "--preview", "--root", str(tree),
+                                              "--lesson", LESSON.id]]
+
+
 def build_revision(rev: str, tmp: Path) -> Path:
     """The exercise preview as git revision `rev` builds it (--against): a worktree in `tmp`, released and previewed
     by that revision's own code; return its site folder. A step that fails stops the bench with its reason."""
@@ -195,10 +202,10 @@ def build_revision(rev: str, tmp: Path) -> Path:
     try:
         (tree / "node_modules").symlink_to(ROOT / "node_modules")
         env = {**os.environ, "PYTHONPATH": str(tree / "src")}  # that revision's coursekit, not this checkout's
-        for step in (["release"], ["site", "--preview", "--root", str(tree), "--lesson", LESSON.id]):
-            run(f"its `coursekit {step[0]}`", [sys.executable, "-m", "coursekit", *step], cwd=tree, env=env)
+        for step in revision_build_steps(tree):
+            run(f"`python {' '.join(step[:4])}`", [sys.executable, *step], cwd=tree, env=env)
         if not (tree / "_site").is_dir():
-            raise SystemExit(f"error: --against {rev}: its `coursekit site --preview` wrote no _site folder")
+            raise SystemExit(f"error: --against {rev}: its build wrote no _site folder")
         site = tmp / "against-site"
         (tree / "_site").rename(site)
         return site
@@ -207,11 +214,11 @@ def build_revision(rev: str, tmp: Path) -> Path:
 
 
 @contextlib.contextmanager
-def busy_processes(count: int) -> Iterator[None]:
-    """`count` processes spinning on the CPU until the block ends (--busy)."""
+def busy_processes(count: int) -> Iterator[list[subprocess.Popen]]:
+    """`count` processes spinning on the CPU until the block ends (--busy); the block gets them."""
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     try:
-        yield
+        yield spinners
     finally:
         for spinner in spinners:
             spinner.kill()

@@ -9,10 +9,16 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import bench_runner  # noqa: E402 - the bench, not a package
+
+# stands in for the revision's `coursekit release` and `coursekit site --preview` (a minute of CPU, run by the
+# bench itself): the revision's own coursekit is imported and writes where the bench takes the site from
+WHICH_COURSEKIT = ("import coursekit, pathlib; page = pathlib.Path('_site/exercises/lesson11_grpo.html'); "
+                   "page.parent.mkdir(parents=True); page.write_text(coursekit.__file__)")
 
 
 def worktrees() -> str:
@@ -20,29 +26,28 @@ def worktrees() -> str:
                           text=True, check=True).stdout
 
 
-def test_a_revision_is_built_by_its_own_code_and_its_worktree_removed(tmp_path: Path) -> None:
-    """Stands in for `--against REV` with REV = HEAD (an older revision's build would tie the test to what today's
-    virtual environment can still run): git's worktree of the revision, built by its `coursekit release` and
-    `coursekit site --preview`; the lesson page the bench serves is there, and git no longer lists the worktree."""
+def test_a_revision_is_built_by_its_own_code_and_its_worktree_removed(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--against HEAD` with a quick build: git's worktree of the revision, the build run there imports the
+    worktree's coursekit (its PYTHONPATH before this checkout's editable install), its _site is what the bench
+    serves, and git no longer lists the worktree, whose folder is gone."""
+    monkeypatch.setattr(bench_runner, "revision_build_steps", lambda tree: [["-c", WHICH_COURSEKIT]])
     before = worktrees()
     site = bench_runner.build_revision("HEAD", tmp_path)
-    page = site / bench_runner.preview.lesson_page(bench_runner.LESSON, "exercise").target
-    assert page.is_file(), f"no lesson page in {site}"
-    assert "celltag_course-exercise" in page.read_text(encoding="utf-8"), "the page has no exercise for the runner"
+    imported = Path((site / "exercises" / "lesson11_grpo.html").read_text(encoding="utf-8"))
+    assert imported.parts[-3:] == ("src", "coursekit", "__init__.py")
+    assert tmp_path in imported.parents and ROOT not in imported.parents, f"{imported}: not the revision's own code"
     assert worktrees() == before, "the revision's worktree was left registered"
     assert [p.name for p in tmp_path.iterdir()] == ["against-site"], "the worktree's folder was left behind"
 
 
-def test_busy_processes_spin_until_the_block_ends() -> None:
-    """--busy 2: two processes use the CPU during the block and are gone after it."""
-    with bench_runner.busy_processes(2):
-        spinners = [c for c in psutil.Process().children() if "while True: pass" in c.cmdline()]
-        assert len(spinners) == 2
-        deadline = time.monotonic() + 10  # a loaded machine may give a spinner its first tick late
-        while not all(s.cpu_times().user > 0 for s in spinners) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert all(s.cpu_times().user > 0 for s in spinners), "a spinner did not run"
-    assert not any(s.is_running() for s in spinners), "a spinner outlived the block"
+def test_the_revision_build_steps_are_the_revisions_own_cli() -> None:
+    """What the bench runs in the worktree: that revision's `coursekit release`, then its no-Quarto preview of
+    the lesson, into the worktree (the bench takes the site from <worktree>/_site)."""
+    tree = Path("/tmp/worktree")
+    assert bench_runner.revision_build_steps(tree) == [
+        ["-m", "coursekit", "release"],
+        ["-m", "coursekit", "site", "--preview", "--root", str(tree), "--lesson", bench_runner.LESSON.id]]
 
 
 def test_a_revision_git_does_not_know_stops_the_bench_with_one_line(tmp_path: Path) -> None:
@@ -57,3 +62,15 @@ def test_a_revision_git_does_not_know_stops_the_bench_with_one_line(tmp_path: Pa
     assert message.startswith("error: --against no-such-revision: git worktree add failed: ") and "\n" not in message
     assert worktrees() == before
     assert not any(tmp_path.iterdir())
+
+
+def test_busy_processes_spin_until_the_block_ends() -> None:
+    """--busy 2: two processes use the CPU during the block and have ended after it."""
+    with bench_runner.busy_processes(2) as spinners:
+        assert len(spinners) == 2
+        deadline = time.monotonic() + 10  # a loaded machine may give a spinner its first tick late
+        while time.monotonic() < deadline and not all(psutil.Process(s.pid).cpu_times().user > 0 for s in spinners):
+            time.sleep(0.05)
+        assert all(psutil.Process(s.pid).cpu_times().user > 0 for s in spinners), "a spinner did not run"
+        assert all(s.poll() is None for s in spinners), "a spinner stopped during the block"
+    assert all(s.poll() is not None for s in spinners), "a spinner outlived the block"
