@@ -188,7 +188,8 @@ def revision_build_steps(tree: Path) -> list[list[str]]:
 
 def build_revision(rev: str, tmp: Path) -> Path:
     """The exercise preview as git revision `rev` builds it (--against): a worktree in `tmp`, released and previewed
-    by that revision's own code; return its site folder. A step that fails stops the bench with its reason."""
+    by that revision's own code; return its site folder. A step that fails, or a build without the lesson page,
+    stops the bench with its reason."""
     tree = tmp / f"rev-{re.sub(r'[^A-Za-z0-9._-]+', '-', rev)}"
     git = ["git", "-C", str(ROOT)]
 
@@ -204,8 +205,9 @@ def build_revision(rev: str, tmp: Path) -> Path:
         env = {**os.environ, "PYTHONPATH": str(tree / "src")}  # that revision's coursekit, not this checkout's
         for step in revision_build_steps(tree):
             run(f"`python {' '.join(step[:4])}`", [sys.executable, *step], cwd=tree, env=env)
-        if not (tree / "_site").is_dir():
-            raise SystemExit(f"error: --against {rev}: its build wrote no _site folder")
+        page = preview.lesson_page(LESSON, "exercise").target  # the page the bench measures
+        if not (tree / "_site" / page).is_file():
+            raise SystemExit(f"error: --against {rev}: its build wrote no _site/{page}")
         site = tmp / "against-site"
         (tree / "_site").rename(site)
         return site
@@ -465,8 +467,6 @@ def main(argv: list[str] | None = None) -> int:
                  "preview_mathjax": build_preview_with_mathjax(site, target)}
         if args.against:
             (site / "against").symlink_to(build_revision(args.against, Path(tmp)), target_is_directory=True)
-            if not (site / "against" / target).is_file():
-                raise SystemExit(f"error: --against {args.against}: its preview has no {target}")
             pages["against"] = f"against/{target}"
         variants = {label: write_variant(site, pages[kind], label, changes)
                     for label, (kind, changes) in VARIANTS.items()} if args.variants else {}

@@ -50,6 +50,19 @@ def test_the_revision_build_steps_are_the_revisions_own_cli() -> None:
         ["-m", "coursekit", "site", "--preview", "--root", str(tree), "--lesson", bench_runner.LESSON.id]]
 
 
+def test_a_revision_whose_build_writes_no_lesson_page_stops_the_bench_with_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A revision whose preview has no lesson page where the bench looks: one line naming the page; its worktree
+    is removed all the same."""
+    monkeypatch.setattr(bench_runner, "revision_build_steps", lambda tree: [["-c", "pass"]])
+    before = worktrees()
+    with pytest.raises(SystemExit) as stop:
+        bench_runner.build_revision("HEAD", tmp_path)
+    assert str(stop.value) == "error: --against HEAD: its build wrote no _site/exercises/lesson11_grpo.html"
+    assert worktrees() == before
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_revision_git_does_not_know_stops_the_bench_with_one_line(tmp_path: Path) -> None:
     """`--against` a name that is no revision: git's reason in one line, and nothing left registered or written."""
     before = worktrees()
