@@ -441,8 +441,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", "--rounds", type=int, default=3, help="rounds of fresh page loads (default 3)")
     parser.add_argument("--first-only", action="store_true",
                         help="measure only the first Check (no second Check, Run or reload): quicker rounds")
-    parser.add_argument("--variants", action="store_true",
-                        help="also each page with one piece of its start-up work changed (VARIANTS), first Check only")
+    parser.add_argument("--variants", nargs="?", const="", metavar="TEXT",
+                        help="also each page with one piece of its start-up work changed (VARIANTS; with TEXT, those "
+                             "whose label contains it), first Check only")
     parser.add_argument("--against", metavar="REV",
                         help="also the lesson page as git revision REV builds its preview, in the same rounds")
     parser.add_argument("--busy", type=int, default=0, metavar="N",
@@ -469,8 +470,9 @@ def main(argv: list[str] | None = None) -> int:
             (site / "against").symlink_to(build_revision(args.against, Path(tmp)), target_is_directory=True)
             pages["against"] = f"against/{target}"
         variants = {label: write_variant(site, pages[kind], label, changes)
-                    for label, (kind, changes) in VARIANTS.items()} if args.variants else {}
-        if args.variants:
+                    for label, (kind, changes) in VARIANTS.items()
+                    if args.variants is not None and args.variants in label}
+        if variants:
             copy_lean_mathjax(site)
         base = f"http://127.0.0.1:{server.server_port}/"
         runs = []

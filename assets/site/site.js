@@ -1,5 +1,5 @@
-// No-Quarto preview behaviour: Mermaid diagrams, the sticky bar's height, scrolling boxes as tab stops,
-// and the site search box.
+// No-Quarto preview behaviour: Mermaid diagrams, the formulas drawn after the page's start, the sticky bar's
+// height, scrolling boxes as tab stops, and the site search box.
 // Served by the site itself.
 //
 // Search (search.json from coursekit.preview.write_search_index: {sections, words}): the query and
@@ -38,6 +38,58 @@
       draw();
     }, { rootMargin: "200px 0px" });
     nodes.forEach(function (node) { seen.observe(node); });
+  }
+
+  // On a page with the runner each formula comes as a blank box of its size (<mjx-blank data-formula="k">, its
+  // assistive MathML beside it for screen readers), its SVG the k-th string of the JSON in #course-formula-svg
+  // (coursekit/typeset_math.cjs). Drawn here: those within half a screen of the viewport at once, and as they come
+  // near; the others once the runner's Python has started, a batch per idle slice of the main thread; all before
+  // printing. Drawing all 118 of the lesson page at first paint cost
+  // its first Check 5-7% of a blank page's time on 2 cores (issue 33). window.courseMathTypeset resolves when every
+  // formula is drawn (as on the Quarto pages: assets/site/quarto-head.html).
+  function drawFormulas() {
+    var store = document.getElementById("course-formula-svg");
+    var blanks = Array.prototype.slice.call(document.querySelectorAll("mjx-blank[data-formula]"));
+    var done;
+    window.courseMathTypeset = new Promise(function (resolve) { done = resolve; });
+    if (!store || !blanks.length) {
+      done();
+      return;
+    }
+    var svgs = null;
+    function draw(batch) {
+      svgs = svgs || JSON.parse(store.textContent);
+      batch.forEach(function (blank) {
+        if (!blank.isConnected) return;
+        var template = document.createElement("template");
+        template.innerHTML = svgs[Number(blank.dataset.formula)];
+        blank.replaceWith(template.content);
+      });
+      blanks = blanks.filter(function (blank) { return blank.isConnected; });
+      if (!blanks.length) {
+        if (seen) seen.disconnect();
+        done();
+      }
+    }
+    var seen = window.IntersectionObserver && new IntersectionObserver(function (entries) {
+      var near = entries.filter(function (e) { return e.isIntersecting; }).map(function (e) { return e.target; });
+      near.forEach(function (blank) { seen.unobserve(blank); });
+      if (near.length) draw(near);
+    }, { rootMargin: "50% 0px" });
+    if (seen) blanks.forEach(function (blank) { seen.observe(blank); });
+    window.addEventListener("beforeprint", function () { draw(blanks); });
+    var idle = window.requestIdleCallback || function (run) {
+      return setTimeout(function () { run({ timeRemaining: function () { return 10; } }); }, 50);
+    };
+    function slice(deadline) {
+      var batch = blanks.slice(0, 1);
+      while (batch.length < blanks.length && batch.length < 20 && deadline.timeRemaining() > 5) {
+        batch.push(blanks[batch.length]);
+      }
+      draw(batch);
+      if (blanks.length) afterPythonStarts(function () { idle(slice, { timeout: 1000 }); });
+    }
+    afterPythonStarts(function () { if (blanks.length) idle(slice, { timeout: 1000 }); });
   }
 
   // Anchors and the runner's toolbar stay clear of the sticky bar: --course-sticky-top is its height
@@ -312,6 +364,7 @@
   }
 
   renderMermaid();
+  drawFormulas();
   trackStickyBar();
   afterPythonStarts(trackScrollBoxes);
   setUpSearch();

@@ -119,6 +119,13 @@ class Build:
     def has_runner(self) -> bool:
         return (self.root / RUNNER_JS).is_file()
 
+    @property
+    def runner_pages(self) -> frozenset[str]:
+        """The targets of the pages that carry the runner: the exercise site's lesson pages."""
+        if not self.has_runner or self.branch.name != "exercise":
+            return frozenset()
+        return frozenset(page.target for page in self.pages if page.lesson)
+
 
 def check_inputs(build: Build) -> None:
     """Fail before writing anything if a source is missing."""
@@ -194,8 +201,10 @@ def typeset_math(build: Build) -> None:
     """Every written page's formulas as MathJax's SVG with assistive MathML, typeset at build time: one run of
     TYPESET_MATH (MathJax in node) for the <main> of every page, which finds the TeX as MathJax in the page
     did (same delimiters, escapes, skipped tags and classes) and defines the glyphs each page uses once in it,
-    and MathJax's stylesheet (MATH_CSS, each page links it). A formula that is no valid TeX (or names an
-    unknown macro) fails the build, naming it, and leaves every page as it was."""
+    and MathJax's stylesheet (MATH_CSS, each page links it). A page with the runner draws its formulas after
+    its start (site.js: near the screen at once, the others once Python has started; typeset_math.cjs). A
+    formula that is no valid TeX (or names an unknown macro) fails the build, naming it, and leaves every page
+    as it was."""
     paths = [build.site_dir / rel for rel in build.written]
     pages = [path.read_text(encoding="utf-8") for path in paths]
     for path, html in zip(paths, pages, strict=True):
@@ -203,7 +212,9 @@ def typeset_math(build: Build) -> None:
             raise CourseError(f"{path}: no single <main> to typeset the formulas of "
                               f"({TEMPLATE_DIR / 'preview.html.j2'})")
     done = subprocess.run([find_node(), str(TYPESET_MATH), str(build.root / MATHJAX)], capture_output=True, check=False,
-                          input=json.dumps({"pages": [MAIN.search(html)[0] for html in pages]}).encode())
+                          input=json.dumps({
+                              "pages": [MAIN.search(html)[0] for html in pages],
+                              "drawnLater": [rel in build.runner_pages for rel in build.written]}).encode())
     if done.returncode != 0:
         first = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[0]
         raise CourseError(f"{TYPESET_MATH}: MathJax in node failed (exit {done.returncode}): {first}")

@@ -1,7 +1,8 @@
 // The preview's formulas typeset at build time: MathJax 3 (the npm pin in node_modules/mathjax) in node,
 // run once by coursekit.preview.typeset_math for every page of a site, so the pages load no MathJax.
 //
-//   node typeset_math.cjs <node_modules/mathjax/es5>  < {"pages": [html, ...]}  > {"pages": [...], "css": "...", "errors": [...]}
+//   node typeset_math.cjs <node_modules/mathjax/es5>  < {"pages": [html, ...], "drawnLater": [false, true, ...]}
+//                                                      > {"pages": [...], "css": "...", "errors": [...]}
 //
 // Each page's html (the inside of its <main>) is searched for TeX as MathJax in the browser searched it
 // (the same delimiters, escapes, environments and ignored tags and classes) and each formula replaced by
@@ -12,6 +13,12 @@
 // "css" is MathJax's stylesheet for SVG output, the same for every page. "errors": [{page, tex, message}] for
 // each formula that is no valid TeX (an unknown macro too: noundefined is left out, so a typo fails the build,
 // not the page).
+// A page whose formulas are drawn later (a page with the runner: coursekit.preview) has a blank box of each
+// SVG's size in its place (<mjx-blank data-formula="k">; the assistive MathML stays), the SVG being the k-th
+// string of a JSON array in <script type="application/json" id="course-formula-svg"> at the end of the page,
+// which assets/site/site.js draws: the formulas near the screen at once, the others once the runner's Python has
+// started. Drawing every formula at first paint cost the first Check 5-7% of a blank page's time on 2 cores
+// (issue 33: bench/bench_runner.py, 36 paired rounds).
 "use strict";
 
 const path = require("path");
@@ -48,10 +55,31 @@ function baselineOnTheBox(adaptor, container) {
   if (!adaptor.getAttribute(svg, "style")) adaptor.removeAttribute(svg, "style");
 }
 
+// A typeset formula's SVG out of the page, into `store`: a blank box of its size (and vertical shift) in its place.
+function storeSvg(adaptor, container, store) {
+  if (adaptor.kind(container) !== "mjx-container") return;
+  const svg = adaptor.firstChild(container);
+  const size = ["width", "height"].map((name) => `${name}: ${adaptor.getAttribute(svg, name)}`);
+  const shift = adaptor.getStyle(svg, "vertical-align");
+  const blank = adaptor.node("mjx-blank", {
+    "data-formula": String(store.length),
+    "aria-hidden": "true",
+    style: ["display: inline-block", ...size, ...(shift ? [`vertical-align: ${shift}`] : [])].join("; "),
+  });
+  store.push(adaptor.outerHTML(svg));
+  adaptor.replace(blank, svg);
+}
+
+// The store as a <script> element's text: JSON with every "<" escaped, so no "</script>" or "<!--" ends it early.
+function storeScript(store) {
+  const json = JSON.stringify(store).replace(/</g, "\\u003c");
+  return `<script type="application/json" id="course-formula-svg">${json}</script>`;
+}
+
 async function main() {
   const [es5] = process.argv.slice(2);
   if (!es5) throw new Error("usage: node typeset_math.cjs <node_modules/mathjax/es5> < pages.json");
-  const { pages } = JSON.parse(await readStdin());
+  const { pages, drawnLater = [] } = JSON.parse(await readStdin());
   const errors = [];
   let current = 0; // the page being typeset, for the errors
   const MathJax = await require(path.resolve(es5, "node-main.js")).init({
@@ -74,8 +102,12 @@ async function main() {
   for (current = 0; current < pages.length; current++) {
     const doc = MathJax.startup.getDocument(`<!DOCTYPE html><html><head></head><body>${pages[current]}</body></html>`);
     await retries(() => doc.render());
-    for (const item of doc.math) baselineOnTheBox(adaptor, item.typesetRoot);
-    out.push(adaptor.innerHTML(adaptor.body(doc.document)));
+    const store = [];
+    for (const item of doc.math) {
+      baselineOnTheBox(adaptor, item.typesetRoot);
+      if (drawnLater[current]) storeSvg(adaptor, item.typesetRoot, store);
+    }
+    out.push(adaptor.innerHTML(adaptor.body(doc.document)) + (store.length ? storeScript(store) : ""));
     last = doc;
   }
   // the output jax collects the characters every page used; its stylesheet, updated once more, holds them all

@@ -696,6 +696,66 @@ def test_quarto_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pyth
         page.close()
 
 
+# The preview's formulas still waiting to be drawn (a blank box in place of the SVG): all, and those on screen or
+# within half a screen of it.
+BLANKS = "() => document.querySelectorAll('mjx-blank').length"
+BLANKS_NEAR = """() => [...document.querySelectorAll('mjx-blank')].filter(b => {
+    const box = b.getBoundingClientRect(); return box.bottom > -innerHeight / 2 && box.top < 1.5 * innerHeight;
+}).length"""
+DRAWN = "() => document.querySelectorAll('mjx-container > svg').length"
+# What comes first from here on: the Check's result (the widget's data-completed) or a formula drawn.
+DRAW_ORDER = ORDER.replace('[...c.addedNodes].some(n => n.nodeName === "MJX-CONTAINER")',
+                           'c.target.nodeName === "MJX-CONTAINER" && c.addedNodes.length')
+# Every formula as a reader gets it: one SVG hidden from screen readers, its glyphs defined in the page, its MathML.
+FORMULAS_WHOLE = """() => [...document.querySelectorAll('mjx-container')].every(m =>
+    m.querySelectorAll(':scope > svg[aria-hidden=true]').length === 1 && m.querySelector(':scope > mjx-assistive-mml')
+    && [...m.querySelectorAll('use')].every(u => document.getElementById(u.href.baseVal.slice(1))))"""
+
+
+def test_preview_formulas_near_the_screen_are_drawn_and_the_rest_after_pythons_start(fresh_context, pages) -> None:
+    """The preview's lesson page draws its formulas within half a screen of the viewport at once (none at its top,
+    at 1280x900), the others once Python has started (issue 33: drawing all 118 at first paint cost the first Check
+    5-7% of a blank page's time); one scrolled to is drawn at once, still before Python has started; once Python
+    has started every formula is drawn whole without any scrolling, after the result of a Check pressed while
+    Python was starting. Stands in for the CPU left to Pyodide's start: with the wasm held back (Python neither
+    starts nor fails) the formulas far from the screen stay undrawn."""
+    held: list[object] = []
+    fresh_context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
+    page = fresh_context.new_page()
+    page.set_viewport_size({"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        page.goto(pages["real"], wait_until="load")
+        page.wait_for_selector(".cr-widget")
+        page.wait_for_function(f"() => ({BLANKS_NEAR})() === 0", timeout=10_000)
+        drawn, waiting = page.evaluate(DRAWN), page.evaluate(BLANKS)
+        assert waiting > 100, (drawn, waiting)
+        page.evaluate("() => document.querySelector('mjx-blank').scrollIntoView({block: 'center'})")
+        page.wait_for_function(f"() => ({BLANKS_NEAR})() === 0 && ({DRAWN})() > {drawn}", timeout=10_000)
+        assert page.evaluate(BLANKS) > 0, "no formula left to wait for Python"
+        assert held, "the worker did not request pyodide.asm.wasm"
+        assert page.get_attribute(".cr-widget", "data-state") == "loading", "Python started: the test held nothing"
+        page.evaluate("() => scrollTo(0, 0)")
+        page.evaluate(DRAW_ORDER)
+        page.evaluate("() => document.querySelector('button[data-action=check]').click()")
+        for route in held:
+            route.continue_()
+        held.clear()
+        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
+        page.evaluate("() => { window.courseMathTypeset.then(() => { window.__allTypeset = true; }); }")
+        page.wait_for_function("() => window.__allTypeset === true", timeout=60_000)
+        assert page.evaluate(BLANKS) == 0 and page.evaluate(FORMULAS_WHOLE), "formulas left undrawn or broken"
+        order = page.evaluate("window.__order")
+        assert order[0] == "result" and "typeset" in order, order
+        assert not errors, errors
+    finally:
+        for route in held:
+            route.continue_()
+        page.close()
+
+
 def test_scroll_boxes_are_marked_once_python_has_started(fresh_context, pages) -> None:
     """On a phone the real preview page has a box that scrolls; site.js makes it a tab stop (axe-core's
     scrollable-region-focusable) once the runner's Python has started and has answered a Run clicked

@@ -291,7 +291,8 @@ AT_PARSE = """() => ({
     display: document.querySelectorAll('mjx-container[display=true]').length,
     spoken: [...document.querySelectorAll('mjx-container > mjx-assistive-mml')].map(m => m.textContent),
     hidden: [...document.querySelectorAll('mjx-container')]
-        .every(m => m.querySelector(':scope > svg').getAttribute('aria-hidden') === 'true'),
+        .every(m => m.querySelector(':scope > svg, :scope > mjx-blank').getAttribute('aria-hidden') === 'true'),
+    undrawn: document.querySelectorAll('mjx-container > mjx-blank').length,
     glyphs: [...document.querySelectorAll('mjx-container use')].map(u => u.href.baseVal),
     missing: [...document.querySelectorAll('mjx-container use')].map(u => u.href.baseVal)
         .filter(ref => !document.getElementById(ref.slice(1))),
@@ -307,7 +308,9 @@ def test_the_preview_shows_its_formulas_typeset_with_no_mathjax_and_nothing_off_
     with Pyodide's start for the first Check): with every request off 127.0.0.1 refused, the lesson page and
     the demo hold their formulas typeset as soon as the HTML is parsed, with no TeX left as text (issue 25),
     load no MathJax, keep `<` exactly in a formula and in code (issue 33: the lesson's answers hold `<`), give
-    each formula its MathML for screen readers and draw each glyph from the page's own definitions (SVG)."""
+    each formula its MathML for screen readers and draw each glyph from the page's own definitions (SVG). On the
+    exercise lesson page (the runner's) the SVGs of the formulas below its top are drawn later, in boxes of their
+    size (tests/runner/test_runner_browser.py: near the screen at once, the others once Python has started)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     refused: list[str] = []
     context.route(re.compile(r"^(?!http://127\.0\.0\.1:)"), lambda route: (refused.append(route.request.url),
@@ -320,6 +323,8 @@ def test_the_preview_shows_its_formulas_typeset_with_no_mathjax_and_nothing_off_
             seen = page.evaluate(AT_PARSE)
             assert page.evaluate(RAW_TEX) == [], f"{target}: TeX left as text"
             assert seen["typeset"] > 20 and seen["display"] >= display and seen["hidden"], (target, seen)
+            runner = branch == "exercise" and target == LESSON_PAGE[branch]
+            assert (seen["undrawn"] > 0) == runner, (target, seen["undrawn"])
             assert not [s for s in seen["scripts"] if "mathjax" in s.lower()], seen["scripts"]
             page.wait_for_load_state("networkidle")
             assert page.evaluate("() => window.MathJax") is None, f"{target}: MathJax was loaded"

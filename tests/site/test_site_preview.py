@@ -190,6 +190,34 @@ def test_typeset_math_keeps_the_page_around_main_and_typesets_as_mathjax_in_the_
     assert 'mjx-container[jax="SVG"]' in css
 
 
+def test_a_runner_page_stores_its_formulas_svg_in_boxes_of_their_size(tmp_path: Path) -> None:
+    """On the exercise lesson page (the runner's) each formula is a blank box of its SVG's size and vertical shift
+    with its MathML beside it, the SVG in the page's store (JSON whose `<` are escaped, so no `</script>` in a
+    formula ends the script), in order; an escaped dollar is no formula; another page draws every formula."""
+    lesson = preview.lesson_page(LESSON_11, "exercise").target
+    body = r"<p>\$1 $a$ $x&lt;y$</p><p>$$\frac{1}{2}$$ $c$</p><pre>$d$</pre>"
+    build = typeset_pages(tmp_path, {lesson: f"<html><body><main>{body}</main></body></html>",
+                                     "other.html": f"<html><body><main>{body}</main></body></html>"})
+    assert lesson in build.runner_pages and "other.html" not in build.runner_pages
+    main = BeautifulSoup((tmp_path / lesson).read_text(encoding="utf-8"), "html.parser").main
+    assert [c.get_text() for c in main.select("mjx-container")] == ["a", "x<y", "12", "c"]
+    assert not main.select("mjx-container > svg") and "$1" in main.get_text()
+    blanks = main.select("mjx-container > mjx-blank")
+    assert [b["data-formula"] for b in blanks] == ["0", "1", "2", "3"] and all(b["aria-hidden"] == "true" for b in blanks)
+    store = main.select_one("script#course-formula-svg[type='application/json']")
+    assert "<" not in store.string
+    svgs = [BeautifulSoup(svg, "html.parser").svg for svg in json.loads(store.string)]
+    assert len(svgs) == 4 and all(svg is not None for svg in svgs)
+    for blank, svg in zip(blanks, svgs, strict=True):
+        style = blank["style"]
+        assert f"width: {svg['width']}" in style and f"height: {svg['height']}" in style, (style, svg.attrs)
+        assert ("vertical-align" in style) == ("vertical-align" in svg.get("style", "")), (style, svg.attrs)
+    assert "vertical-align" in blanks[2]["style"], "the display formula's shift"
+    assert 'xlink:href="#MJX-TEX-N-3C"' in str(svgs[1]) and main.find(id="MJX-TEX-N-3C")  # `<`: stored, defined
+    other = BeautifulSoup((tmp_path / "other.html").read_text(encoding="utf-8"), "html.parser").main
+    assert len(other.select("mjx-container > svg")) == 4 and not other.select("mjx-blank, script")
+
+
 def test_a_formula_mathjax_cannot_read_fails_the_build_naming_it(tmp_path: Path) -> None:
     html = r"<html><body><main><p>$\frac{a}{b}$ and $\nosuchmacro{x}$</p></main></body></html>"
     with pytest.raises(CourseError, match=r"^x\.html: formula \$\\nosuchmacro\{x\}\$ is not valid TeX for MathJax: "
