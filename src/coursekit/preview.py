@@ -8,7 +8,8 @@ each lesson's demos, in course order; the navigation lists them as the Quarto pr
 Every script, style, font and image is served by the site itself
 (Mermaid from node_modules), so a page makes no request beyond its own origin.
 The formulas are typeset at build time as SVG (`typeset_math`: MathJax in node, typeset_math.cjs), so a
-page loads no MathJax and does no typesetting while the runner's Python starts (issue 33).
+page loads no MathJax and does no typesetting while the runner's Python starts; on the runner's page they are
+drawn after its start (site.js), each in a box of its size meanwhile (issue 33).
 The in-browser runner (assets/runner/ and coursekit.runner, owned by the runner work) hooks in at two
 places, both only when `assets/runner/runner.js` exists: `page_head` (its tags on the lesson page) and
 the `add_runner` step (Pyodide, its files and its per-branch config).

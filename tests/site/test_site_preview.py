@@ -203,7 +203,8 @@ def test_a_runner_page_stores_its_formulas_svg_in_boxes_of_their_size(tmp_path: 
     assert [c.get_text() for c in main.select("mjx-container")] == ["a", "x<y", "12", "c"]
     assert not main.select("mjx-container > svg") and "$1" in main.get_text()
     blanks = main.select("mjx-container > mjx-blank")
-    assert [b["data-formula"] for b in blanks] == ["0", "1", "2", "3"] and all(b["aria-hidden"] == "true" for b in blanks)
+    assert [b["data-formula"] for b in blanks] == ["0", "1", "2", "3"]
+    assert all(b["aria-hidden"] == "true" for b in blanks)
     store = main.select_one("script#course-formula-svg[type='application/json']")
     assert "<" not in store.string
     svgs = [BeautifulSoup(svg, "html.parser").svg for svg in json.loads(store.string)]
