@@ -283,22 +283,25 @@ def test_every_figure_has_alt_text_and_the_diagram_a_label(branch, page_and_log,
     assert svg.get_attribute("role")
 
 
-# What a page shows of its formulas as soon as its HTML is parsed (before any script of the page has run): the
-# typeset formulas, the text a reader or screen reader gets of each (MathJax's assistive MathML), the TeX left
-# as text and the scripts the page asked for.
-AT_PARSE = """() => ({
+# What a page shows of its formulas as soon as its HTML is parsed: the typeset formulas (drawn, or in a box of
+# their size until site.js draws them from the page's store), the text a reader or screen reader gets of each
+# (MathJax's assistive MathML), the glyphs they draw (each defined in the page), the TeX left as text and the
+# scripts the page asked for.
+AT_PARSE = """() => { const GLYPHS = () => [...document.querySelectorAll('mjx-container use')].map(u => u.href.baseVal)
+    .concat(JSON.parse(document.getElementById('course-formula-svg')?.textContent || '[]')
+        .flatMap(svg => [...svg.matchAll(/xlink:href="(#[^"]+)"/g)].map(m => m[1])));
+  return {
     typeset: document.querySelectorAll('mjx-container').length,
     display: document.querySelectorAll('mjx-container[display=true]').length,
     spoken: [...document.querySelectorAll('mjx-container > mjx-assistive-mml')].map(m => m.textContent),
     hidden: [...document.querySelectorAll('mjx-container')]
         .every(m => m.querySelector(':scope > svg, :scope > mjx-blank').getAttribute('aria-hidden') === 'true'),
     undrawn: document.querySelectorAll('mjx-container > mjx-blank').length,
-    glyphs: [...document.querySelectorAll('mjx-container use')].map(u => u.href.baseVal),
-    missing: [...document.querySelectorAll('mjx-container use')].map(u => u.href.baseVal)
-        .filter(ref => !document.getElementById(ref.slice(1))),
+    glyphs: GLYPHS(),
+    missing: GLYPHS().filter(ref => !document.getElementById(ref.slice(1))),
     code: [...document.querySelectorAll('main code')].map(c => c.textContent),
     scripts: [...document.scripts].map(s => s.src).filter(Boolean),
-})"""
+}; }"""
 
 
 @pytest.mark.parametrize("branch", list(preview.BRANCHES))
