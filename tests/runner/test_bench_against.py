@@ -1,8 +1,9 @@
 """bench/bench_runner.py's --against REV (an earlier revision's lesson page, built by that revision's own code, in
-the same rounds) and --busy N (the loaded machine)."""
+the same rounds), --busy N (the loaded machine) and its variants of the pages."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -87,3 +88,19 @@ def test_busy_processes_spin_until_the_block_ends() -> None:
         assert all(psutil.Process(s.pid).cpu_times().user > 0 for s in spinners), "a spinner did not run"
         assert all(s.poll() is None for s in spinners), "a spinner stopped during the block"
     assert all(s.poll() is not None for s in spinners), "a spinner outlived the block"
+
+
+def test_every_variant_changes_the_page_it_names_as_built_today(preview_site: Path, pages: dict[str, str],
+                                                                 tmp_path: Path) -> None:
+    """Each of the bench's VARIANTS finds the text it changes in the preview's lesson page as the preview builds it
+    now, and in the Quarto-shaped page made from it (a variant whose text is gone measures nothing; one stopped
+    matching when the preview began to draw its formulas after its start). (`pages`: this module runs with the
+    runner's pages, whose fixture site holds the preview, built once.)"""
+    target = "exercises/lesson11_grpo.html"
+    for folder in (tmp_path, tmp_path / bench_runner.TEX_SITE):
+        (folder / target).parent.mkdir(parents=True)
+        shutil.copyfile(preview_site / target, folder / target)
+    kinds = {"preview": target, "quarto": bench_runner.build_quarto_page(tmp_path, target)}
+    for label, (kind, changes) in bench_runner.VARIANTS.items():
+        written = bench_runner.write_variant(tmp_path, kinds[kind], label, changes)
+        assert (tmp_path / written).read_bytes() != (tmp_path / kinds[kind]).read_bytes(), label
