@@ -34,9 +34,9 @@ both renderings, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
 with one piece of its start-up work taken out or changed (VARIANTS: on the Quarto-shaped page no MathJax,
 MathJax typesetting every formula at once, MathJax loaded but no formula typeset before Python has started,
 MathJax's components without its context menu; on the preview no site.js, no head boot, no JupyterLab
-index.css, its formulas as plain text): what the first Check loses to each (--variants TEXT: only the variants
-whose label contains TEXT). (The preview's pages load no MathJax: their formulas are typeset when the site is
-built, and the lesson page draws them after its start.)
+index.css, its formulas as plain text, every formula drawn as the page is parsed): what the first Check loses
+to each (--variants TEXT: only the variants whose label contains TEXT). (The preview's pages load no MathJax:
+their formulas are typeset when the site is built, and the lesson page draws them after its start.)
 
 --against REV adds the exercise preview's lesson page as git revision REV builds it (a worktree of this repository in
 the temp folder, built by that revision's own `coursekit release` and `coursekit site --preview`, with this checkout's
@@ -364,6 +364,17 @@ def formula_text(match: re.Match) -> str:
     return re.sub(r"<[^>]+>", "", match[1])
 
 
+# a formula of the preview's lesson page waiting to be drawn (site.js draws it after the page's start), and the
+# store its SVG comes from (coursekit/typeset_math.cjs): drawn in the page as it is parsed instead, as before
+BLANK_FORMULA = re.compile(r'<mjx-blank data-formula="(\d+)"[^>]*></mjx-blank>')
+FORMULA_STORE = re.compile(r'<script type="application/json" id="course-formula-svg">(.*?)</script>', re.S)
+
+
+def formula_drawn(match: re.Match) -> str:
+    """BLANK_FORMULA's match replaced by its SVG from the page's store."""
+    return json.loads(FORMULA_STORE.search(match.string)[1])[int(match[1])]
+
+
 LEAN_MATHJAX = ('<script>MathJax.loader = {load: ["input/tex", "output/chtml", "a11y/assistive-mml"]};</script>'
                 '<script defer src="../assets/vendor/mathjax/startup.js"></script>')
 VARIANTS = {
@@ -373,6 +384,7 @@ VARIANTS = {
     "preview, no JupyterLab index.css": ("preview", [(LAB_CSS, "")]),
     "preview, Markdown cells off screen not rendered": ("preview", [(HEAD_END, SKIP_OFF_SCREEN + "</head>")]),
     "preview, formulas as plain text": ("preview", [(FORMULA, formula_text)]),
+    "preview, every formula drawn at load": ("preview", [(BLANK_FORMULA, formula_drawn), (FORMULA_STORE, "")]),
     "quarto, no MathJax": ("quarto", [(MATHJAX_SCRIPT, "")]),
     "quarto, nothing typeset before Python": ("quarto", [(NEAR_AT_ONCE, "return left = now.concat(left), queue;")]),
     "quarto, MathJax all at once": ("quarto", [(ALL_AT_ONCE, "if (true ||")]),
