@@ -25,7 +25,9 @@ in the same rounds.
 
 Each round measures the blank page, then every page in turn (in reverse order every other round), then the
 blank page again; a page's ratio is its first Check over the mean of that round's two blank-page loads, so
-a change of the machine's load weighs on both alike. A warm-up load of each page comes first, not counted.
+a change of the machine's load weighs on both alike. A warm-up load of each page comes first, not counted. Each
+load starts once Chromium is idle (`settle`): the teardown of the page closed before it (a renderer freeing
+Pyodide's memory) overlapped the next load, and scattered the ratios.
 Printed: a line per round with the 1-minute load average at its start and each rendering's ratio, then
 median, min and max of each ratio with the targets (issues 12 and 33: first Check <= 1.1x the blank page on
 both renderings, reload <= 0.6x; second Check <= 200 ms); nothing is asserted.
@@ -261,11 +263,24 @@ def cpu_since(before: dict[int, float]) -> float:
     return sum(cpu - before.get(pid, 0.0) for pid, cpu in chromium_cpu().items())
 
 
+def settle(limit_s: float = 3.0) -> None:
+    """Wait until Chromium is idle (under 5% of a core for 0.2 s), at most `limit_s`: the teardown of the context
+    closed before (its renderer freeing Pyodide's memory and ending) otherwise overlaps the next load, and weighs
+    on whichever page comes next."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        before = chromium_cpu()
+        time.sleep(0.2)
+        if cpu_since(before) < 0.01:
+            return
+
+
 def bare_pyodide(browser: object, url: str) -> dict[str, float]:
     """Seconds from page load to Pyodide loaded on a blank page (fresh context), and Chromium's CPU seconds
     meanwhile."""
     context = browser.new_context()
     page = context.new_page()
+    settle()
     cpu = chromium_cpu()
     start = time.perf_counter()
     page.goto(url)
@@ -320,6 +335,7 @@ def measure(browser: object, url: str, code: str) -> dict[str, float]:
     key = f"course-runner:v1:{urlsplit(url).path}:lesson11:code"  # runner.js's saved-work key
     page.add_init_script(f"localStorage.setItem({json.dumps(key)}, {json.dumps(code)})")
     page.add_init_script(READY_AT)
+    settle()
     ready, first = first_check(page, url)
     passed = page.get_attribute(".cr-summary", "data-passed")
     second = click_and_wait(page, "check")
@@ -420,6 +436,7 @@ def first_only(browser: object, url: str, code: str) -> dict[str, float]:
     key = f"course-runner:v1:{urlsplit(url).path}:lesson11:code"
     page.add_init_script(f"localStorage.setItem({json.dumps(key)}, {json.dumps(code)})")
     page.add_init_script(READY_AT)
+    settle()
     cpu = chromium_cpu()
     _, first = first_check(page, url)
     cpu = cpu_since(cpu)
