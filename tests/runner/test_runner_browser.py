@@ -644,6 +644,35 @@ SCROLL_TO_WAITING_TEX = r"""() => {  /* the first shown text still in raw TeX, t
 }"""
 
 
+def page_holding_the_wasm(context: object) -> tuple[object, list[object], list[str]]:
+    """A 1280x900 page of `context` whose requests for Pyodide's wasm are held (Python neither starts nor fails until
+    they are let go), the held requests, and the page's errors (uncaught and console) as they come."""
+    held: list[object] = []
+    context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
+    page = context.new_page()
+    page.set_viewport_size({"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    return page, held, errors
+
+
+def check_while_python_starts(page: object, held: list[object], order: str) -> list[str]:
+    """From the top of the page, Check pressed while Python starts (a click from script: no scroll brings formulas
+    near the screen), then the held wasm let go; once Python is ready and every formula is typeset
+    (window.courseMathTypeset), what came first from the click on (`order`: ORDER or DRAW_ORDER)."""
+    page.evaluate("() => scrollTo(0, 0)")
+    page.evaluate(order)
+    page.evaluate("() => document.querySelector('button[data-action=check]').click()")
+    for route in held:
+        route.continue_()
+    held.clear()
+    page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
+    page.evaluate("() => { window.courseMathTypeset.then(() => { window.__allTypeset = true; }); }")
+    page.wait_for_function("() => window.__allTypeset === true", timeout=60_000)
+    return page.evaluate("window.__order")
+
+
 def test_quarto_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pythons_start(fresh_context,
                                                                                           pages) -> None:
     """With Pyodide's wasm held back (Python neither starts nor fails), the formulas on screen and a screen
@@ -653,16 +682,9 @@ def test_quarto_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pyth
     Check pressed while Python was starting (no typesetting while it is pending). The DOM Quarto writes with
     the site's include-in-header, MathJax and runner.lua's <head>; the preview's formulas are typeset when it
     is built (tests/site/test_site_browser.py: typeset as the page is parsed, no MathJax)."""
-    name = "quarto_math"
-    held = []
-    fresh_context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
-    page = fresh_context.new_page()
-    page.set_viewport_size({"width": 1280, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page, held, errors = page_holding_the_wasm(fresh_context)
     try:
-        page.goto(pages[name])
+        page.goto(pages["quarto_math"])
         page.wait_for_selector(".cr-widget")
         page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
         page.evaluate("() => { MathJax.startup.promise.then(() => { window.__started = true; }); }")
@@ -676,18 +698,8 @@ def test_quarto_formulas_near_the_screen_come_at_once_and_the_rest_yield_to_pyth
         assert page.evaluate(RAW_TEX), "no formula left to wait for Python"
         assert held, "the worker did not request pyodide.asm.wasm"
         assert page.get_attribute(".cr-widget", "data-state") == "loading", "Python started: the test held nothing"
-        page.evaluate("() => scrollTo(0, 0)")
-        page.evaluate(ORDER)
-        # pressed while Python starts (a click from script: no scroll brings other formulas near the screen)
-        page.evaluate("() => document.querySelector('button[data-action=check]').click()")
-        for route in held:
-            route.continue_()
-        held.clear()
-        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
-        page.evaluate("() => { window.courseMathTypeset.then(() => { window.__allTypeset = true; }); }")
-        page.wait_for_function("() => window.__allTypeset === true", timeout=60_000)
+        order = check_while_python_starts(page, held, ORDER)
         assert page.evaluate(RAW_TEX) == [], "formulas left untypeset after Python started"
-        order = page.evaluate("window.__order")
         assert order[0] == "result" and "typeset" in order, order
         assert not errors, errors
     finally:
@@ -719,13 +731,7 @@ def test_preview_formulas_near_the_screen_are_drawn_and_the_rest_after_pythons_s
     has started every formula is drawn whole without any scrolling, after the result of a Check pressed while
     Python was starting. Stands in for the CPU left to Pyodide's start: with the wasm held back (Python neither
     starts nor fails) the formulas far from the screen stay undrawn."""
-    held: list[object] = []
-    fresh_context.route("**/pyodide.asm.wasm", lambda route: held.append(route))
-    page = fresh_context.new_page()
-    page.set_viewport_size({"width": 1280, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page, held, errors = page_holding_the_wasm(fresh_context)
     try:
         page.goto(pages["real"], wait_until="load")
         page.wait_for_selector(".cr-widget")
@@ -737,17 +743,8 @@ def test_preview_formulas_near_the_screen_are_drawn_and_the_rest_after_pythons_s
         assert page.evaluate(BLANKS) > 0, "no formula left to wait for Python"
         assert held, "the worker did not request pyodide.asm.wasm"
         assert page.get_attribute(".cr-widget", "data-state") == "loading", "Python started: the test held nothing"
-        page.evaluate("() => scrollTo(0, 0)")
-        page.evaluate(DRAW_ORDER)
-        page.evaluate("() => document.querySelector('button[data-action=check]').click()")
-        for route in held:
-            route.continue_()
-        held.clear()
-        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
-        page.evaluate("() => { window.courseMathTypeset.then(() => { window.__allTypeset = true; }); }")
-        page.wait_for_function("() => window.__allTypeset === true", timeout=60_000)
+        order = check_while_python_starts(page, held, DRAW_ORDER)
         assert page.evaluate(BLANKS) == 0 and page.evaluate(FORMULAS_WHOLE), "formulas left undrawn or broken"
-        order = page.evaluate("window.__order")
         assert order[0] == "result" and "typeset" in order, order
         assert not errors, errors
     finally:
