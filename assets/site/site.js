@@ -44,9 +44,9 @@
   // assistive MathML beside it for screen readers), its SVG the k-th string of the JSON in #course-formula-svg
   // (coursekit/typeset_math.cjs). Drawn here: those within half a screen of the viewport at once, and as they come
   // near; the others once the runner's Python has started, a batch per idle slice of the main thread; all before
-  // printing. Drawing all 118 of the lesson page at first paint cost
-  // its first Check 5-7% of a blank page's time on 2 cores (issue 33). window.courseMathTypeset resolves when every
-  // formula is drawn (as on the Quarto pages: assets/site/quarto-head.html).
+  // printing. Drawing the lesson page's 118 at first paint took about 0.08 CPU-s of its main thread's 0.42 before
+  // the first Check, CPU that Pyodide's start competes for on 2 cores (issue 33). window.courseMathTypeset resolves
+  // when every formula is drawn (as on the Quarto pages: assets/site/quarto-head.html).
   function drawFormulas() {
     var store = document.getElementById("course-formula-svg");
     var blanks = Array.prototype.slice.call(document.querySelectorAll("mjx-blank[data-formula]"));

@@ -17,8 +17,8 @@
 // SVG's size in its place (<mjx-blank data-formula="k">; the assistive MathML stays), the SVG being the k-th
 // string of a JSON array in <script type="application/json" id="course-formula-svg"> at the end of the page,
 // which assets/site/site.js draws: the formulas near the screen at once, the others once the runner's Python has
-// started. Drawing every formula at first paint cost the first Check 5-7% of a blank page's time on 2 cores
-// (issue 33: bench/bench_runner.py, 36 paired rounds).
+// started. Drawing every formula at first paint took about 0.08 CPU-s of the page's main thread before the first
+// Check, CPU that Pyodide's start competes for on 2 cores (issue 33).
 "use strict";
 
 const path = require("path");

@@ -726,8 +726,8 @@ FORMULAS_WHOLE = """() => [...document.querySelectorAll('mjx-container')].every(
 
 def test_preview_formulas_near_the_screen_are_drawn_and_the_rest_after_pythons_start(fresh_context, pages) -> None:
     """The preview's lesson page draws its formulas within half a screen of the viewport at once (none at its top,
-    at 1280x900), the others once Python has started (issue 33: drawing all 118 at first paint cost the first Check
-    5-7% of a blank page's time); one scrolled to is drawn at once, still before Python has started; once Python
+    at 1280x900), the others once Python has started (issue 33: drawing all 118 at first paint took CPU that
+    Pyodide's start competes for); one scrolled to is drawn at once, still before Python has started; once Python
     has started every formula is drawn whole without any scrolling, after the result of a Check pressed while
     Python was starting. Stands in for the CPU left to Pyodide's start: with the wasm held back (Python neither
     starts nor fails) the formulas far from the screen stay undrawn."""
