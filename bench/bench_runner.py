@@ -386,9 +386,15 @@ BLANK_FORMULA = re.compile(r'<mjx-blank data-formula="(\d+)"[^>]*></mjx-blank>')
 FORMULA_STORE = re.compile(r'<script type="application/json" id="course-formula-svg">(.*?)</script>', re.S)
 
 
+@functools.lru_cache(maxsize=1)
+def stored_svgs(page: str) -> list[str]:
+    """The SVGs in the page's store (read once per page, not once per formula)."""
+    return json.loads(FORMULA_STORE.search(page)[1])
+
+
 def formula_drawn(match: re.Match) -> str:
     """BLANK_FORMULA's match replaced by its SVG from the page's store."""
-    return json.loads(FORMULA_STORE.search(match.string)[1])[int(match[1])]
+    return stored_svgs(match.string)[int(match[1])]
 
 
 LEAN_MATHJAX = ('<script>MathJax.loader = {load: ["input/tex", "output/chtml", "a11y/assistive-mml"]};</script>'

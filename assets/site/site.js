@@ -57,6 +57,11 @@
       return;
     }
     var svgs = null;
+    var seen = window.IntersectionObserver && new IntersectionObserver(function (entries) {
+      var near = entries.filter(function (e) { return e.isIntersecting; }).map(function (e) { return e.target; });
+      near.forEach(function (blank) { seen.unobserve(blank); });
+      if (near.length) draw(near);
+    }, { rootMargin: "50% 0px" });
     function draw(batch) {
       svgs = svgs || JSON.parse(store.textContent);
       batch.forEach(function (blank) {
@@ -71,25 +76,23 @@
         done();
       }
     }
-    var seen = window.IntersectionObserver && new IntersectionObserver(function (entries) {
-      var near = entries.filter(function (e) { return e.isIntersecting; }).map(function (e) { return e.target; });
-      near.forEach(function (blank) { seen.unobserve(blank); });
-      if (near.length) draw(near);
-    }, { rootMargin: "50% 0px" });
     if (seen) blanks.forEach(function (blank) { seen.observe(blank); });
     window.addEventListener("beforeprint", function () { draw(blanks); });
     var idle = window.requestIdleCallback || function (run) {
       return setTimeout(function () { run({ timeRemaining: function () { return 10; } }); }, 50);
     };
+    function next() {  // the next batch once Python has started and nothing is pending, in an idle slice
+      if (blanks.length) afterPythonStarts(function () { idle(slice, { timeout: 1000 }); });
+    }
     function slice(deadline) {
       var batch = blanks.slice(0, 1);
       while (batch.length < blanks.length && batch.length < 20 && deadline.timeRemaining() > 5) {
         batch.push(blanks[batch.length]);
       }
       draw(batch);
-      if (blanks.length) afterPythonStarts(function () { idle(slice, { timeout: 1000 }); });
+      next();
     }
-    afterPythonStarts(function () { if (blanks.length) idle(slice, { timeout: 1000 }); });
+    next();
   }
 
   // Anchors and the runner's toolbar stay clear of the sticky bar: --course-sticky-top is its height

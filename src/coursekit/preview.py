@@ -118,14 +118,14 @@ class Build:
 
     @property
     def has_runner(self) -> bool:
-        return (self.root / RUNNER_JS).is_file()
+        """The site carries the runner: it exists (RUNNER_JS) and this is the exercise site (a solution page shows
+        the task as text, with no cell for it)."""
+        return (self.root / RUNNER_JS).is_file() and self.branch.name == "exercise"
 
     @property
     def runner_pages(self) -> frozenset[str]:
         """The targets of the pages that carry the runner: the exercise site's lesson pages."""
-        if not self.has_runner or self.branch.name != "exercise":
-            return frozenset()
-        return frozenset(page.target for page in self.pages if page.lesson)
+        return frozenset(page.target for page in self.pages if page.lesson) if self.has_runner else frozenset()
 
 
 def check_inputs(build: Build) -> None:
@@ -137,7 +137,7 @@ def check_inputs(build: Build) -> None:
         MATHJAX / "node-main.js": "run `make setup` (npm ci)",
         MERMAID: "run `make setup` (npm ci)",
     }
-    if build.has_runner and build.branch.name == "exercise":
+    if build.has_runner:
         fixes |= {entry.release_notebook: "run `make release` (the runner's config reads it)"
                   for entry in build.lessons}
     for path, fix in fixes.items():
@@ -242,7 +242,7 @@ def add_runner(build: Build) -> None:
     carry the runner's tags (see `page_head`); the solution pages have no exercise cell for it. All runner
     specifics live in coursekit.runner (the runner work owns it).
     """
-    if not build.has_runner or build.branch.name != "exercise":
+    if not build.has_runner:
         return
     runner = import_runner()
     runner.copy_pyodide(build.site_dir, source=build.root / PYODIDE)
@@ -373,7 +373,7 @@ def page_head(build: Build, root: str, runner: LessonEntry | None) -> str:
     """Extra <head> tags for one page: the runner's with its lesson's config, on the exercise site's lesson
     pages only (a solution page shows the task as text, with no cell for the runner; the runner starts
     Pyodide before the page is parsed, so it must not be on a page without one)."""
-    if runner is None or not build.has_runner or build.branch.name != "exercise":
+    if runner is None or not build.has_runner:
         return ""
     module = import_runner()
     return module.head_tags(root, config=module.config_name(runner.slug))
