@@ -51,6 +51,9 @@ RESULT_MARK = f"""new MutationObserver((changes, observer) => {{
     observer.disconnect();
   }}
 }}).observe(document, {{subtree: true, attributes: true, attributeFilter: ["data-completed"]}});"""
+# the widget says Python is ready (a wait that a DOM change settles, as bench_runner's: not polled in animation frames)
+READY = "() => document.querySelector('.cr-widget[data-state=ready]') !== null"
+STATE_CHANGES = "{subtree: true, childList: true, attributes: true, attributeFilter: ['data-state']}"
 SCRIPT_EVENTS = {"EvaluateScript", "v8.evaluateModule", "FunctionCall", "TimerFire", "FireAnimationFrame",
                  "FireIdleCallback", "EventDispatch", "RunMicrotasks", "XHRLoad", "ResourceReceivedData"}
 RENDER_EVENTS = {"Layout": "layout", "UpdateLayoutTree": "style", "ParseHTML": "parse HTML",
@@ -134,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                     if args.to_check:
                         page.wait_for_selector(".cr-widget")
                         page.click("button[data-action=check]")
-                        page.wait_for_function(bench_runner.DONE, arg=0, timeout=120_000)
+                        bench_runner.wait_in_page(page, bench_runner.DONE, bench_runner.COMPLETED_CHANGES, 0)
                     else:
-                        page.wait_for_selector(".cr-widget[data-state=ready]", timeout=120_000)
+                        bench_runner.wait_in_page(page, READY, STATE_CHANGES)
                     runs[name].append(main_thread_cpu(json.loads(browser.stop_tracing())))
                     context.close()
             browser.close()
