@@ -45,10 +45,17 @@ def exercise_cell(release: Path, var_line: str, marker: str) -> str:
 
 def shot(page, name: str, element=None) -> None:  # noqa: ANN001
     """Save a screenshot of `page` (or of one element of it) as COURSEKIT_HUB_SHOTS/after-<name>.png when
-    that folder is set."""
+    that folder is set. An element is cut from a capture of the whole page: Playwright's own element screenshot of
+    formgrader's answer cell (12,000 px down the page, which stayed at scrollY 0 after scrollIntoView) came out
+    white."""
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        (element or page).screenshot(path=str(Path(SHOTS) / f"after-{name}.png"))
+        path = str(Path(SHOTS) / f"after-{name}.png")
+        if element is None:
+            page.screenshot(path=path)
+        else:
+            page.evaluate("() => scrollTo(0, 0)")  # the box in page coordinates, as a whole-page clip takes it
+            page.screenshot(path=path, full_page=True, clip=element.bounding_box())
 
 
 def log_in(browser, hub: ClassHub, user: str):  # noqa: ANN001, ANN201 - playwright objects
