@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from site_support import ROOT, ensure_release
+from site_support import ROOT, ensure_release, wait_for_server
 
 from coursekit import bundle
 
@@ -88,6 +88,7 @@ def test_lab_py_stops_its_jupyterlab_and_kernels(signum, tmp_path, processes_gon
         proc = subprocess.Popen([sys.executable, "lab.py", "--no-browser", "--token", token], cwd=folder, env=env,
                                 stdout=out, stderr=subprocess.STDOUT)
     port = int(wait_for(r"http://127\.0\.0\.1:(\d+)/lab", log, proc)[1])
+    wait_for_server(f"http://127.0.0.1:{port}/api/status?token={token}", proc)
     request = urllib.request.Request(f"http://127.0.0.1:{port}/api/kernels?token={token}", data=b"{}",
                                      method="POST")
     with urllib.request.urlopen(request, timeout=60) as reply:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from site_support import ROOT, ensure_release
+from site_support import ROOT, ensure_release, wait_for_server
 
 from coursekit import bundle
 from coursekit.cli import main
@@ -32,20 +32,6 @@ FILLS = {  # blank line as shown in the exercise -> the text that replaces its _
     "return ______": "[0.0] * len(rewards)",
 }
 DONE = "all checks passed"
-
-
-def wait_for_server(url: str, proc: subprocess.Popen, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"jupyter lab exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"jupyter lab did not answer {url} within {timeout_s}s")
 
 
 def printed_url(log: Path, port: int, proc: subprocess.Popen, timeout_s: float = 60) -> str:

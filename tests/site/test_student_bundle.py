@@ -22,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from site_support import ROOT, ensure_release
+from site_support import ROOT, ensure_release, wait_for_server
 
 from coursekit import bundle, lab
 from coursekit.cli import main
@@ -283,6 +283,7 @@ def test_lab_runs_from_the_unpacked_bundle_in_chinese_without_terminals_on_a_fre
         assert base, (tmp_path / "lab.log").read_text(errors="replace")[-3000:]
         assert not base.endswith(":8888")
         q = f"?token={token}"
+        wait_for_server(f"{base}/api/status{q}", proc)
         status, body = _get(f"{base}/api/contents{q}")
         assert status == 200 and [c["name"] for c in json.loads(body)["content"]] == [NOTEBOOK]
         assert (unpacked / "work" / NOTEBOOK).is_file()
