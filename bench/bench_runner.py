@@ -67,7 +67,6 @@ import functools
 import http.server
 import json
 import os
-import posixpath
 import re
 import statistics
 import subprocess
@@ -82,7 +81,7 @@ from urllib.parse import urlsplit
 import psutil
 from bs4 import BeautifulSoup
 
-from coursekit import preview
+from coursekit import preview, runner
 from coursekit.cli import main as coursekit
 from coursekit.course_file import load_course
 from coursekit.lesson import parse_lesson
@@ -99,25 +98,26 @@ CHROMIUM_ARGS = [
 ]
 LINE = "{name:<58} {value}"
 DONE = "n => Number(document.querySelector('.cr-widget').dataset.completed || 0) > n"
-# The floor of a first Check (issue 33's blank page): a page with nothing in it that starts the lesson page's own
-# worker with the lesson page's own boot (runner-worker.js: Pyodide, the runner's helpers, the runner config) and,
-# once Python is ready, sends it the Check the widget sends (the code, the config's checks and given checks, its
-# time limit); its title then says how many checks passed. What the lesson page's first Check takes beyond this is
-# what the page itself costs it.
-BLANK_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"></head><body><script>
-const at = (path) => new URL(path, location.href).href;
-const boot = {{type: "boot", configURL: at({config}), indexURL: at("assets/pyodide/")}};
-const worker = new Worker(at("assets/runner/runner-worker.js") + "#" + encodeURIComponent(JSON.stringify(boot)),
-                          {{type: "module"}});
+# The floor of a first Check (issue 33's blank page): a page with nothing in it but the lesson page's own boot
+# (coursekit.runner.boot_script: its worker, runner-worker.js, with Pyodide, the runner's helpers and the lesson's
+# runner config) that, once Python is ready, sends the worker the Check the widget sends (the code, the config's
+# checks and given checks, its time limit); its title then says how many checks passed, or the worker's error.
+# What the lesson page's first Check takes beyond this is what the page itself costs it.
+BLANK_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><link rel="icon" href="data:,">
+{boot}</head><body><script>
+const {{worker, events}} = window.courseRunnerWorker;
 let config = null, ready = false;
 const check = () => config && ready && worker.postMessage({{type: "check", id: 1, code: {code}, checks: config.checks,
   given: config.given_checks || null, timeLimitS: config.time_limit_s, maxOutput: 100000}});
-worker.onmessage = ({{data}}) => {{
-  if (data.type === "config") {{ config = data.config; check(); }}
+const receive = ({{data, message}}) => {{
+  if (data === undefined) document.title = `error worker: ${{message || "runner-worker.js failed to load"}}`;
+  else if (data.type === "config") {{ config = data.config; check(); }}
   else if (data.type === "ready") {{ ready = true; check(); }}
   else if (data.type === "done") document.title = `passed ${{data.result.results.filter(r => r.passed).length}}`;
   else if (data.type !== "stream") document.title = `error ${{data.type}}: ${{data.message || ""}}`;
 }};
+worker.onmessage = worker.onerror = receive;
+events.forEach(receive);  // what came before this script ran
 </script></body></html>
 """
 # The floor the bench used before (issue 12's; the ratios of earlier notes): a blank page that only loads the same
@@ -136,18 +136,13 @@ PYODIDE_WORKER = """self.onmessage = async (event) => {
 """
 # the blank pages, by the name of their loads in a round: the floor of the ratios first
 FLOORS = {"blank": "blank.html", "pyodide_only": "pyodide-only.html"}
-BOOT_CONFIG = re.compile(r'configURL: at\("([^"]+)"\)')
 
 
-def write_blank_pages(site: Path, target: str, code: str) -> None:
-    """BLANK_PAGE (blank.html, the lesson page's worker and config, `code` checked) and PYODIDE_PAGE
-    (pyodide-only.html) at the root of `site`, beside the lesson page at `target`."""
-    config = BOOT_CONFIG.findall((site / target).read_text(encoding="utf-8"))
-    if len(config) != 1:
-        raise SystemExit(f"error: {target}: {len(config)} runner configs in the head boot, expected 1")
-    config_path = posixpath.normpath(posixpath.join(posixpath.dirname(target), config[0]))
-    (site / "blank.html").write_text(BLANK_PAGE.format(config=json.dumps(config_path), code=json.dumps(code)),
-                                     encoding="utf-8")
+def write_blank_pages(site: Path, code: str) -> None:
+    """BLANK_PAGE (blank.html, booted as the lesson page is, `code` checked) and PYODIDE_PAGE (pyodide-only.html)
+    at the root of `site`."""
+    boot = runner.boot_script("", config=runner.config_name(LESSON.slug))
+    (site / "blank.html").write_text(BLANK_PAGE.format(boot=boot, code=json.dumps(code)), encoding="utf-8")
     (site / "pyodide-only.html").write_text(PYODIDE_PAGE, encoding="utf-8")
     (site / "pyodide-only-worker.js").write_text(PYODIDE_WORKER, encoding="utf-8")
 
@@ -549,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "_site"
         target = build_site(site)
-        write_blank_pages(site, target, code)
+        write_blank_pages(site, code)
         server = QuietServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(site)))
         threading.Thread(target=server.serve_forever, daemon=True).start()
         pages = {"preview": target, "quarto": build_quarto_page(site, target),  # as runner.lua gives it

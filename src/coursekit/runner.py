@@ -53,25 +53,13 @@ def config_name(slug: str) -> str:
     return f"runner-config-{slug}.json"
 
 
-def head_tags(root: str, pyodide_url: str | None = None, config: str | None = None) -> str:
-    """The tags a page needs to load the runner; `root` is the page's relative path to the site root,
-    `config` the config's name in assets/runner/ (default: runner.js's, CONFIG_NAME; runner.js resolves
-    data-runner-config against the site root, not the page).
-
-    Meant to be the first thing in `<head>`. A small inline script starts the worker, and with it
-    Pyodide, at once. runner.js adopts it (`window.courseRunnerWorker`, with the events it got
-    meanwhile) when it was started from the URL runner.js would use, else ends it and starts its own.
-    The worker then starts while the parser waits for runner.js instead of after it, when the
-    parser's long tasks (the page's ~280 KB of inline CSS, its first layout) hold up the main thread
-    the worker's start needs. runner.js is a classic (blocking) script: `async` let those tasks
-    delay the worker by up to a second. The stylesheet comes after it so the script does not wait
-    for it. `pyodide_url` (default: the site's own `assets/pyodide/`) may name another folder, e.g. a
-    CDN's `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
-    """
-    config_path = f"assets/runner/{config or CONFIG_NAME}"
-    boot = (f'{{type: "boot", configURL: at({json.dumps(root + config_path)}), '
+def boot_script(root: str, pyodide_url: str | None = None, config: str | None = None) -> str:
+    """The inline script that starts the runner's worker, and with it Pyodide, at once: `head_tags`'s first tag,
+    and the whole boot of the bench's blank page (bench/bench_runner.py). It leaves `window.courseRunnerWorker`
+    (the URL, the worker and the events it got meanwhile) for runner.js to adopt. Arguments as `head_tags`'s."""
+    boot = (f'{{type: "boot", configURL: at({json.dumps(root + "assets/runner/" + (config or CONFIG_NAME))}), '
             f'indexURL: at({json.dumps(pyodide_url or root + "assets/pyodide/")})}}')
-    start = (
+    return (
         "<script>(() => { /* the runner's worker, started before runner.js is fetched (runner.js adopts it) */\n"
         "  const at = (path) => new URL(path, location.href).href;\n"
         f"  const boot = {boot};\n"
@@ -82,9 +70,27 @@ def head_tags(root: str, pyodide_url: str | None = None, config: str | None = No
         "  worker.onmessage = worker.onerror = (event) => { events.push(event); };\n"
         "  window.courseRunnerWorker = { url, worker, events };\n"
         "})();</script>\n")
+
+
+def head_tags(root: str, pyodide_url: str | None = None, config: str | None = None) -> str:
+    """The tags a page needs to load the runner; `root` is the page's relative path to the site root,
+    `config` the config's name in assets/runner/ (default: runner.js's, CONFIG_NAME; runner.js resolves
+    data-runner-config against the site root, not the page).
+
+    Meant to be the first thing in `<head>`. `boot_script` starts the worker, and with it
+    Pyodide, at once. runner.js adopts it (`window.courseRunnerWorker`, with the events it got
+    meanwhile) when it was started from the URL runner.js would use, else ends it and starts its own.
+    The worker then starts while the parser waits for runner.js instead of after it, when the
+    parser's long tasks (the page's ~280 KB of inline CSS, its first layout) hold up the main thread
+    the worker's start needs. runner.js is a classic (blocking) script: `async` let those tasks
+    delay the worker by up to a second. The stylesheet comes after it so the script does not wait
+    for it. `pyodide_url` (default: the site's own `assets/pyodide/`) may name another folder, e.g. a
+    CDN's `https://cdn.jsdelivr.net/pyodide/v314.0.8/full/`.
+    """
     extra = f' data-pyodide-url="{pyodide_url}"' if pyodide_url else ""
-    extra += f' data-runner-config="{config_path}"' if config else ""
-    return (start + f'<script src="{root}assets/runner/runner.js" data-runner-root="{root}"{extra}></script>\n'
+    extra += f' data-runner-config="assets/runner/{config}"' if config else ""
+    return (boot_script(root, pyodide_url, config)
+            + f'<script src="{root}assets/runner/runner.js" data-runner-root="{root}"{extra}></script>\n'
             f'<link rel="stylesheet" href="{root}assets/runner/runner.css">\n')
 
 
